@@ -1,0 +1,66 @@
+"""kmtrf_core: the thin, fast core behind the kmtrf book.
+
+A flat public API: everything a chapter needs is importable from here.
+"""
+
+from .attention import attention_weights, distance_attention, hardmax_weights, sqdist
+from .construction import code_geometry, code_lloyd_step, finite_gamma_error, layer_trace, lloyd_weights
+from .embeddings import (
+    binary_codes,
+    cluster_codes,
+    code_dim,
+    d_emb,
+    embed,
+    parameter_count,
+    parameter_reduction,
+)
+from .lloyd import (
+    LloydTrajectory,
+    assign,
+    has_empty_cluster,
+    kmeans_objective,
+    lloyd,
+    lloyd_step,
+    lloyd_trajectory,
+)
+from .model import ClusterTransformer
+from .profiles import PROFILES, Profile, default_device, get_profile
+from .tasks import FAMILIES, make_generator, min_max_scale, sample_tasks, to_unit_cube
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "attention_weights",
+    "distance_attention",
+    "hardmax_weights",
+    "sqdist",
+    "code_geometry",
+    "code_lloyd_step",
+    "finite_gamma_error",
+    "layer_trace",
+    "lloyd_weights",
+    "binary_codes",
+    "cluster_codes",
+    "code_dim",
+    "d_emb",
+    "embed",
+    "parameter_count",
+    "parameter_reduction",
+    "LloydTrajectory",
+    "assign",
+    "has_empty_cluster",
+    "kmeans_objective",
+    "lloyd",
+    "lloyd_step",
+    "lloyd_trajectory",
+    "ClusterTransformer",
+    "PROFILES",
+    "Profile",
+    "default_device",
+    "get_profile",
+    "FAMILIES",
+    "make_generator",
+    "min_max_scale",
+    "sample_tasks",
+    "to_unit_cube",
+]

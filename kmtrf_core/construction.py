@@ -1,0 +1,164 @@
+"""The weights that make the layer execute Lloyd's algorithm (Theorem 2.1, Appendix B).
+
+The proof's weights do not depend on which codes the center tokens carry: with
+``P_x`` the projection onto the ``d`` data coordinates and ``P_c`` the one onto
+the ``m`` code coordinates,
+
+====  =======  =======  =======  =====================================
+ mu    Q_mu     K_mu     V_mu     role (Eq. 12-19)
+====  =======  =======  =======  =====================================
+ 1     P_x      P_x      P_c     write the nearest center's code
+ 2     P_x      P_x     -P_c     erase the point's old code
+ 3     P_c      P_c      P_x     average the points carrying code j
+ 4     P_c      P_c     -P_x     erase the center's old position
+====  =======  =======  =======  =====================================
+
+so one construction serves every code matrix with distinct rows: one-hot
+(OH), binary (BN), and our scalar codes ``0..k-1`` (SC, ``d_emb = d + 1``).
+At ``gamma = inf`` exactness needs (i) distinct code rows, (ii) no empty
+cluster and (iii) no exact tie in an assignment. What each scheme costs at
+finite ``gamma`` is governed by the code geometry (:func:`code_geometry`).
+
+Used in chapter 5.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._checks import check_gamma, check_points_centers, check_positive_int
+from .attention import hardmax_weights, sqdist
+from .embeddings import cluster_codes
+from .lloyd import lloyd
+
+__all__ = ["lloyd_weights", "code_geometry", "code_lloyd_step", "layer_trace", "finite_gamma_error"]
+
+
+def lloyd_weights(d: int, m: int, dtype: torch.dtype = torch.float64, device=None):
+    """Projections ``(Q, K, V)``, each ``(4, d + m, d + m)``, of the proof of Theorem B.1.
+
+    Parameters
+    ----------
+    d : int
+        Data dimension.
+    m : int
+        Code dimension (``k`` for OH, ``ceil(log2 k)`` for BN, 1 for SC).
+
+    Examples
+    --------
+    >>> Q, K, V = lloyd_weights(2, 1)
+    >>> V[0].diagonal().tolist(), V[3].diagonal().tolist()
+    ([0.0, 0.0, 1.0], [-1.0, -1.0, -0.0])
+    """
+    check_positive_int(d, "d")
+    check_positive_int(m, "m")
+    P_x = torch.diag(torch.cat([torch.ones(d), torch.zeros(m)])).to(dtype=dtype, device=device)
+    P_c = torch.diag(torch.cat([torch.zeros(d), torch.ones(m)])).to(dtype=dtype, device=device)
+    Q = torch.stack([P_x, P_x, P_c, P_c])
+    K = Q.clone()
+    V = torch.stack([P_c, -P_c, P_x, -P_x])
+    return Q, K, V
+
+
+def code_geometry(k: int, scheme: str | None = None, codes: torch.Tensor | None = None) -> dict:
+    """Geometry of a code matrix, which sets the price of a scheme at finite ``gamma``.
+
+    Returns
+    -------
+    dict
+        ``m`` (code dimension), ``distinct`` (rows all different: needed for
+        exactness), ``margin`` (smallest squared distance between two codes:
+        how sharply the center update separates clusters), ``neighbors`` (most
+        codes at that smallest distance from one code), ``max_sqnorm`` (largest
+        squared code norm: how far a blurred assignment can throw a point's
+        code).
+
+    Examples
+    --------
+    >>> g = code_geometry(8, "bn")
+    >>> g["m"], g["margin"], g["neighbors"], g["max_sqnorm"]
+    (3, 1.0, 3, 3.0)
+    """
+    if codes is None:
+        codes = cluster_codes(k, scheme, dtype=torch.float64)
+    codes = codes.to(torch.float64)
+    D = sqdist(codes, codes)
+    off = D + torch.diag(torch.full((codes.shape[0],), math.inf, dtype=D.dtype))
+    margin = off.min().item()
+    return {
+        "m": codes.shape[1],
+        "distinct": margin > 0,
+        "margin": margin,
+        "neighbors": int((off == margin).sum(dim=1).max().item()),
+        "max_sqnorm": (codes * codes).sum(dim=1).max().item(),
+    }
+
+
+def code_lloyd_step(X: torch.Tensor, C: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    """What the constructed layer computes at ``gamma = inf``, written as a Lloyd step.
+
+    Points take the code of their nearest center; center ``j`` moves to the
+    mean of the points whose code is nearest to code ``j``. For a non-empty
+    cluster those are exactly its points (Lloyd's update). For an empty one
+    they are the points of the clusters with the nearest codes: all points
+    under OH (every other code is at squared distance 2), the clusters one bit
+    away under BN, the neighbouring indices under SC. Assumes no assignment ties.
+
+    Parameters
+    ----------
+    X : ``(B, n, d)``; C : ``(B, k, d)``; codes : ``(k, m)``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B, k, d)``.
+    """
+    check_points_centers(X, C)
+    codes = codes.to(X.dtype)
+    Y = codes[sqdist(X, C).argmin(dim=-1)]  # (B, n, m)
+    W = hardmax_weights(sqdist(codes.expand(X.shape[0], -1, -1), Y))  # (B, k, n)
+    return W @ X
+
+
+def layer_trace(model, X_bar: torch.Tensor, C_bar: torch.Tensor) -> dict:
+    """One layer of ``model`` with every intermediate of Eq. 12-19 kept, for inspection.
+
+    Returns
+    -------
+    dict
+        ``weights_1`` ``(B, n, k)`` and ``weights_2`` ``(B, n, n)``: the
+        attention weights of the point update (the hardmax matrices of Eq. 14
+        at ``gamma = inf``); ``update_x`` ``(B, n, d_emb)``: the sum of the two
+        attentions (Eq. 15); ``X_bar``: the updated point tokens;
+        ``weights_3`` ``(B, k, n)`` and ``weights_4`` ``(B, k, k)`` (Eq. 18);
+        ``update_c`` (Eq. 19); ``C_bar``: the updated center tokens.
+    """
+    trace: dict = {}
+    with torch.no_grad():
+        trace["X_bar"], trace["C_bar"] = model.layer(X_bar, C_bar, trace=trace)
+    return trace
+
+
+def finite_gamma_error(X: torch.Tensor, C: torch.Tensor, scheme: str, gamma: float, steps: int = 1) -> torch.Tensor:
+    """Relative distance of the constructed layer at ``gamma`` from Lloyd, per task.
+
+    ``|F(X, C) - lloyd(X, C)| / |lloyd(X, C)|`` (Frobenius norms over the
+    ``(k, d)`` centers) after ``steps`` layers / iterations; zero at
+    ``gamma = inf`` on tasks that satisfy the theorem's assumptions.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B,)``.
+    """
+    from .model import ClusterTransformer
+
+    check_points_centers(X, C)
+    gamma = check_gamma(gamma)
+    model = ClusterTransformer.from_lloyd(X.shape[2], C.shape[1], scheme, gamma, dtype=X.dtype, device=X.device)
+    with torch.no_grad():
+        ours = model(X, C, steps=steps)
+    ref = lloyd(X, C, steps=steps)
+    return (ours - ref).flatten(1).norm(dim=1) / ref.flatten(1).norm(dim=1)

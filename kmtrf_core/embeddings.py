@@ -1,0 +1,176 @@
+"""Token embeddings of a clustering task (Definition 2.1, (OH), (BN)).
+
+A task is a batch of points ``X`` (B, n, d) and initial centers ``C`` (B, k, d).
+Each scheme appends a *code* of ``m`` extra coordinates to every token: the
+center tokens carry the code of their cluster index, the point tokens start
+with zeros there (the scratch space the layer writes assignments into).
+
+=========  ====================  ===========================================
+scheme     code of cluster j     m (extra dims)
+=========  ====================  ===========================================
+``"oh"``   one-hot e_j           k                      (Clarkson et al.)
+``"bn"``   j in binary, LSB      ceil(log2 k)           (the paper, Def. 2.1)
+``"sc"``   the scalar j          1                      (ours, not in the paper)
+``"na"``   none                  0                      (no token embedding)
+=========  ====================  ===========================================
+
+Used in chapters 3 (sizes) and 5 (the construction).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._checks import check_k, check_points_centers, check_positive_int, check_scheme
+
+__all__ = [
+    "binary_codes",
+    "code_dim",
+    "cluster_codes",
+    "d_emb",
+    "embed",
+    "parameter_count",
+    "parameter_reduction",
+]
+
+
+def _log2_ceil(k: int) -> int:
+    return (k - 1).bit_length()
+
+
+def binary_codes(k: int, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
+    """Binary codes of the cluster indices 0..k-1, one row per cluster.
+
+    Row ``j`` is the integer ``j`` written with ``ceil(log2 k)`` bits, least
+    significant bit first. This is the matrix :math:`B_k` of Definition 2.1,
+    transposed to rows.
+
+    Parameters
+    ----------
+    k : int
+        Number of clusters, ``k >= 2``.
+    dtype, device
+        Of the returned tensor.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(k, ceil(log2 k))``, entries in {0, 1}; all rows distinct.
+
+    Examples
+    --------
+    >>> binary_codes(6).T.int()
+    tensor([[0, 1, 0, 1, 0, 1],
+            [0, 0, 1, 1, 0, 0],
+            [0, 0, 0, 0, 1, 1]], dtype=torch.int32)
+    """
+    check_k(k)
+    bits = torch.arange(_log2_ceil(k), device=device)
+    idx = torch.arange(k, device=device)
+    return ((idx[:, None] >> bits[None, :]) & 1).to(dtype)
+
+
+def code_dim(k: int, scheme: str) -> int:
+    """Number of code coordinates ``m`` a scheme appends to each token.
+
+    >>> [code_dim(10, s) for s in ("oh", "bn", "sc", "na")]
+    [10, 4, 1, 0]
+    """
+    check_k(k)
+    scheme = check_scheme(scheme)
+    return {"oh": k, "bn": _log2_ceil(k), "sc": 1, "na": 0}[scheme]
+
+
+def cluster_codes(k: int, scheme: str, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
+    """The code matrix of a scheme, one row per cluster: ``(k, code_dim(k, scheme))``.
+
+    ``"oh"`` gives the identity, ``"bn"`` :func:`binary_codes`, ``"sc"`` the
+    column ``0, 1, ..., k-1`` and ``"na"`` an empty ``(k, 0)`` matrix.
+
+    >>> cluster_codes(3, "sc").flatten().tolist()
+    [0.0, 1.0, 2.0]
+    """
+    scheme = check_scheme(scheme)
+    check_k(k)
+    if scheme == "oh":
+        return torch.eye(k, dtype=dtype, device=device)
+    if scheme == "bn":
+        return binary_codes(k, dtype=dtype, device=device)
+    if scheme == "sc":
+        return torch.arange(k, dtype=dtype, device=device)[:, None]
+    return torch.zeros(k, 0, dtype=dtype, device=device)
+
+
+def d_emb(d: int, k: int, scheme: str) -> int:
+    """Token embedding size ``d + code_dim(k, scheme)``.
+
+    (OH) gives ``d + k``, (BN) ``d + ceil(log2 k)`` (Definition 2.1).
+
+    >>> d_emb(32, 10, "oh"), d_emb(32, 10, "bn")
+    (42, 36)
+    """
+    check_positive_int(d, "d")
+    return d + code_dim(k, scheme)
+
+
+def parameter_count(d: int, k: int, scheme: str) -> int:
+    """Parameters of one layer: four attentions, each with Q, K, V of size ``d_emb x d_emb``.
+
+    >>> parameter_count(2, 2, "oh")
+    192
+    """
+    return 12 * d_emb(d, k, scheme) ** 2
+
+
+def parameter_reduction(d: int, k: int, scheme: str = "bn", baseline: str = "oh") -> float:
+    """Fraction of the baseline's parameters that ``scheme`` saves, ``1 - P(scheme) / P(baseline)``.
+
+    The paper's "up to 75% fewer parameters when k is about d" (Section 1) is
+    ``parameter_reduction(d, d)`` for large ``d``.
+
+    >>> round(parameter_reduction(1024, 1024), 3)
+    0.745
+    """
+    return 1.0 - parameter_count(d, k, scheme) / parameter_count(d, k, baseline)
+
+
+def embed(
+    X: torch.Tensor, C: torch.Tensor, scheme: str = "bn", *, codes: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Initial token embeddings ``(X_bar, C_bar)`` of a batch of tasks (Definition 2.1).
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points, ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers, ``(B, k, d)``.
+    scheme : {"oh", "bn", "sc", "na"}
+    codes : torch.Tensor, optional
+        A ``(k, m)`` code matrix to use instead of the scheme's.
+
+    Returns
+    -------
+    X_bar : torch.Tensor
+        ``(B, n, d_emb)``: the points followed by ``m`` zeros.
+    C_bar : torch.Tensor
+        ``(B, k, d_emb)``: the centers followed by their cluster codes.
+
+    Examples
+    --------
+    >>> X, C = torch.rand(2, 7, 3), torch.rand(2, 5, 3)
+    >>> Xb, Cb = embed(X, C, "bn")
+    >>> Xb.shape, Cb.shape
+    (torch.Size([2, 7, 6]), torch.Size([2, 5, 6]))
+    """
+    check_points_centers(X, C)
+    B, n, _ = X.shape
+    k = C.shape[1]
+    if codes is None:
+        codes = cluster_codes(k, scheme, dtype=X.dtype, device=X.device)  # (k, m)
+    elif codes.dim() != 2 or codes.shape[0] != k:
+        raise ValueError(f"codes must have shape (k, m) with k={k}, got {tuple(codes.shape)}")
+    m = codes.shape[1]
+    X_bar = torch.cat([X, X.new_zeros(B, n, m)], dim=2)  # (B, n, d_emb)
+    C_bar = torch.cat([C, codes.expand(B, k, m)], dim=2)  # (B, k, d_emb)
+    return X_bar, C_bar

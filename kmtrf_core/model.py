@@ -1,0 +1,224 @@
+"""The clustering transformer layer of Definition 2.3 (Eq. 4).
+
+One layer holds four squared-distance attentions with projections
+``Q_mu, K_mu, V_mu`` of size ``d_emb x d_emb`` (no bias), shared across
+layers:
+
+* points:  ``X' = X + A(X, C; 1) + A(X, X; 2)``  (cross, then self attention)
+* centers: ``C' = C + A(C, X'; 3) + A(C, C; 4)`` (uses the *updated* points)
+
+The model output is the first ``d`` coordinates of the center tokens.
+Used in chapters 4 and 5; trained in the training chapter.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import check_gamma, check_points_centers, check_positive_int, check_scheme, check_k
+from .attention import IMPLS, attention_weights, distance_attention
+from .embeddings import cluster_codes, embed
+
+__all__ = ["ClusterTransformer"]
+
+
+class ClusterTransformer(nn.Module):
+    """Transformer layer that maps a clustering task ``(X, C)`` to new centers.
+
+    Parameters
+    ----------
+    d : int
+        Data dimension.
+    k : int
+        Number of clusters (``>= 2``).
+    scheme : {"oh", "bn", "sc", "na"}
+        Token embedding (see :mod:`kmtrf_core.embeddings`).
+    gamma : float
+        Attention inverse temperature, ``> 0``; ``math.inf`` for the exact
+        hard-attention limit (the paper trains with ``gamma = 1``).
+    codes : torch.Tensor, optional
+        A custom ``(k, m)`` code matrix with distinct rows, replacing the
+        scheme's codes (``scheme`` is then reported as ``"custom"``).
+    generator : torch.Generator, optional
+        For the initial weights, drawn uniformly in ``[-1/sqrt(d_emb), 1/sqrt(d_emb)]``.
+    dtype, device
+        Of the parameters.
+    impl : {"direct", "sdpa"}
+        Finite-gamma attention kernel (see :func:`~kmtrf_core.attention.distance_attention`).
+
+    Attributes
+    ----------
+    Q, K, V : torch.nn.Parameter
+        ``(4, d_emb, d_emb)``; index ``mu - 1`` holds attention ``mu`` of Eq. 4.
+    codes : torch.Tensor
+        Buffer ``(k, m)``, the cluster codes the center tokens carry.
+
+    Examples
+    --------
+    >>> model = ClusterTransformer(d=2, k=3, scheme="bn", generator=torch.Generator().manual_seed(0))
+    >>> X, C = torch.rand(4, 10, 2), torch.rand(4, 3, 2)
+    >>> model(X, C).shape
+    torch.Size([4, 3, 2])
+    >>> model.d_emb, model.num_parameters()
+    (4, 192)
+    """
+
+    def __init__(
+        self,
+        d: int,
+        k: int,
+        scheme: str = "bn",
+        gamma: float = 1.0,
+        *,
+        codes: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float32,
+        device=None,
+        impl: str = "direct",
+    ) -> None:
+        super().__init__()
+        self.d = check_positive_int(d, "d")
+        self.k = check_k(k)
+        self.gamma = check_gamma(gamma)
+        if impl not in IMPLS:
+            raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+        self.impl = impl
+        if codes is None:
+            self.scheme = check_scheme(scheme)
+            codes = cluster_codes(k, self.scheme, dtype=dtype, device=device)
+        else:
+            if not isinstance(codes, torch.Tensor) or codes.dim() != 2 or codes.shape[0] != k:
+                raise ValueError(f"codes must be a (k, m) tensor with k={k} rows")
+            if not bool(torch.isfinite(codes).all()):
+                raise ValueError("codes has non-finite values")
+            if torch.unique(codes, dim=0).shape[0] != k:
+                raise ValueError("codes must have distinct rows")
+            self.scheme = "custom"
+            codes = codes.to(dtype=dtype, device=device)
+        self.register_buffer("codes", codes)
+        m = d + codes.shape[1]
+        self.d_emb = m
+        bound = 1.0 / math.sqrt(m)
+
+        def init() -> nn.Parameter:
+            w = torch.rand(4, m, m, generator=generator, dtype=dtype, device=device)
+            return nn.Parameter((2.0 * w - 1.0) * bound)
+
+        self.Q, self.K, self.V = init(), init(), init()
+
+    def extra_repr(self) -> str:
+        return f"d={self.d}, k={self.k}, scheme={self.scheme!r}, d_emb={self.d_emb}, gamma={self.gamma}"
+
+    def num_parameters(self) -> int:
+        """Number of trainable parameters, ``12 d_emb^2``."""
+        return sum(p.numel() for p in self.parameters())
+
+    def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Initial token embeddings ``(X_bar (B, n, d_emb), C_bar (B, k, d_emb))``."""
+        return embed(X, C, codes=self.codes.to(X.dtype))
+
+    def _attend(self, mu: int, Zq: torch.Tensor, Zk: torch.Tensor, trace: dict | None) -> torch.Tensor:
+        if trace is None:
+            return distance_attention(Zq, Zk, self.Q[mu], self.K[mu], self.V[mu], self.gamma, impl=self.impl)
+        W = attention_weights(Zq @ self.Q[mu].T, Zk @ self.K[mu].T, self.gamma)  # (B, q, r)
+        trace[f"weights_{mu + 1}"] = W
+        return W @ (Zk @ self.V[mu].T)
+
+    def layer(
+        self, X_bar: torch.Tensor, C_bar: torch.Tensor, trace: dict | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One application of Eq. 4 to token embeddings; returns the updated ``(X_bar, C_bar)``.
+
+        With a ``trace`` dict, the attention weights of attention ``mu`` are
+        stored under ``"weights_mu"`` (``(B, queries, keys)``) and the two
+        updates under ``"update_x"`` / ``"update_c"``
+        (see :func:`kmtrf_core.construction.layer_trace`).
+        """
+        update_x = self._attend(0, X_bar, C_bar, trace) + self._attend(1, X_bar, X_bar, trace)  # (B, n, d_emb)
+        X_new = X_bar + update_x
+        update_c = self._attend(2, C_bar, X_new, trace) + self._attend(3, C_bar, C_bar, trace)  # (B, k, d_emb)
+        if trace is not None:
+            trace.update(update_x=update_x, update_c=update_c)
+        return X_new, C_bar + update_c
+
+    def forward(
+        self,
+        X: torch.Tensor,
+        C: torch.Tensor,
+        steps: int = 1,
+        return_embeddings: bool = False,
+    ):
+        """Embed the task, apply the shared layer ``steps`` times, read out the centers.
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            Points ``(B, n, d)``.
+        C : torch.Tensor
+            Initial centers ``(B, k, d)``.
+        steps : int
+            Number of layers ``T`` (weights shared across layers).
+        return_embeddings : bool
+            Also return the final token embeddings.
+
+        Returns
+        -------
+        torch.Tensor or tuple
+            Centers ``(B, k, d)``: the first ``d`` coordinates of the center
+            tokens; with ``return_embeddings``, ``(centers, X_bar, C_bar)``.
+        """
+        check_points_centers(X, C)
+        if X.shape[2] != self.d:
+            raise ValueError(f"X must have d={self.d} columns, got shape {tuple(X.shape)}")
+        if C.shape[1] != self.k:
+            raise ValueError(f"C must hold k={self.k} centers, got shape {tuple(C.shape)}")
+        check_positive_int(steps, "steps")
+        X_bar, C_bar = self.embed(X, C)
+        for _ in range(steps):
+            X_bar, C_bar = self.layer(X_bar, C_bar)
+        centers = C_bar[..., : self.d]  # (B, k, d)
+        if return_embeddings:
+            return centers, X_bar, C_bar
+        return centers
+
+    @classmethod
+    def from_lloyd(
+        cls,
+        d: int,
+        k: int,
+        scheme: str = "bn",
+        gamma: float = math.inf,
+        *,
+        codes: torch.Tensor | None = None,
+        dtype: torch.dtype = torch.float64,
+        device=None,
+    ) -> "ClusterTransformer":
+        """The constructed layer of Theorem 2.1 / Appendix B.
+
+        At ``gamma = inf`` each layer executes one Lloyd iteration exactly on
+        tasks whose Lloyd iterations have no empty cluster and no tie in the
+        assignments. A finite ``gamma`` gives the same weights at a finite
+        temperature. ``scheme="na"`` has no code space and no construction.
+
+        Examples
+        --------
+        >>> from kmtrf_core.lloyd import lloyd
+        >>> X = torch.rand(3, 40, 2, dtype=torch.float64)
+        >>> C = X[:, :4].clone()
+        >>> model = ClusterTransformer.from_lloyd(2, 4, "bn")
+        >>> ok = torch.allclose(model(X, C, steps=3), lloyd(X, C, steps=3), rtol=1e-12, atol=0)
+        """
+        from .construction import lloyd_weights
+
+        model = cls(d, k, scheme, gamma, codes=codes, dtype=dtype, device=device)
+        if model.codes.shape[1] == 0:
+            raise ValueError("scheme 'na' has no code coordinates: there is no Lloyd construction for it")
+        Q, K, V = lloyd_weights(d, model.codes.shape[1], dtype=dtype, device=device)
+        with torch.no_grad():
+            model.Q.copy_(Q)
+            model.K.copy_(K)
+            model.V.copy_(V)
+        return model

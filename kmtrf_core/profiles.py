@@ -1,0 +1,108 @@
+"""Run profiles: the sizes every chapter reads, and the device choice.
+
+One profile is in force per run: ``KMTRF_PROFILE`` when set, else ``"book"``.
+
+* ``quick``: continuous integration; each chapter takes a few minutes at most
+  on 2 CPU cores and still shows the qualitative effect where it can.
+* ``book``: what the published HTML shows; the whole book builds on 2 CPU
+  cores in well under an hour.
+* ``paper``: the paper's sizes, opt-in, meant for a GPU.
+
+The device is CUDA when available, else the CPU, whatever the profile.
+A chapter reads its sizes as ``get_profile().chapter("construction").n`` and
+prints them in its figure captions with :meth:`Profile.describe`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import torch
+
+__all__ = ["PROFILES", "Profile", "get_profile", "default_device"]
+
+ENV_VAR = "KMTRF_PROFILE"
+DEFAULT = "book"
+
+# Chapter name -> sizes. Every profile defines the same keys (checked in tests).
+PROFILES: dict[str, dict[str, dict]] = {
+    "quick": {
+        "lloyd": dict(n=300, d=2, k=4, steps=10, tasks=16, n_objective=256),
+        "embeddings": dict(d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 10, 16, 25, 64, 100, 256]),
+        "attention": dict(n=60, d=2, k=4, gammas=[0.1, 1.0, 10.0, 100.0, 1000.0], frames=12),
+        "construction": dict(
+            n_grid=[16, 64], d_grid=[1, 3], k_grid=[2, 3, 5, 8], tasks=8, steps=10, table_steps=[1, 2, 5, 10, 20],
+            table_tasks=32, table_n=128, table_d=4, table_k=6, gammas=[1.0, 10.0, 100.0, 1000.0, 1e4],
+            gamma_tasks=8, gamma_n=64,
+        ),
+    },
+    "book": {
+        "lloyd": dict(n=400, d=2, k=5, steps=20, tasks=64, n_objective=512),
+        "embeddings": dict(d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000]),
+        "attention": dict(n=80, d=2, k=5, gammas=[0.1, 1.0, 10.0, 100.0, 1000.0, 1e4], frames=30),
+        "construction": dict(
+            n_grid=[16, 64, 256], d_grid=[1, 2, 5, 16], k_grid=[2, 3, 5, 6, 8, 13, 16], tasks=16, steps=10,
+            table_steps=[1, 2, 5, 10, 20], table_tasks=256, table_n=256, table_d=8, table_k=10,
+            gammas=[1.0, 10.0, 100.0, 1000.0, 1e4, 1e5], gamma_tasks=32, gamma_n=128,
+        ),
+    },
+    "paper": {
+        "lloyd": dict(n=512, d=2, k=10, steps=20, tasks=256, n_objective=512),
+        "embeddings": dict(d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000]),
+        "attention": dict(n=100, d=2, k=5, gammas=[0.1, 1.0, 10.0, 100.0, 1000.0, 1e4], frames=60),
+        "construction": dict(
+            n_grid=[16, 128, 512], d_grid=[1, 2, 8, 32], k_grid=[2, 3, 5, 6, 8, 10, 16, 25], tasks=32, steps=20,
+            table_steps=[1, 2, 5, 10, 20], table_tasks=1024, table_n=512, table_d=32, table_k=10,
+            gammas=[1.0, 10.0, 100.0, 1000.0, 1e4, 1e5], gamma_tasks=128, gamma_n=512,
+        ),
+    },
+}
+
+
+def default_device() -> torch.device:
+    """CUDA when available, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named set of sizes per chapter, plus the device.
+
+    >>> p = get_profile("quick")
+    >>> p.chapter("lloyd").k
+    4
+    """
+
+    name: str
+    sizes: dict = field(repr=False)
+    device: torch.device = field(default_factory=default_device)
+
+    def chapter(self, name: str) -> SimpleNamespace:
+        """The sizes of one chapter, as attributes."""
+        if name not in self.sizes:
+            raise ValueError(f"profile {self.name!r} has no sizes for chapter {name!r}; known: {sorted(self.sizes)}")
+        return SimpleNamespace(**self.sizes[name])
+
+    def describe(self, name: str | None = None) -> str:
+        """One line for a caption: the profile, the device and (optionally) a chapter's sizes."""
+        text = f"profile `{self.name}` on {self.device.type}"
+        if name is not None:
+            sizes = ", ".join(f"{key}={value}" for key, value in self.sizes[name].items())
+            text += f" ({sizes})"
+        return text
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """The profile in force: ``name``, else ``$KMTRF_PROFILE``, else ``"book"``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown profile name.
+    """
+    name = name or os.environ.get(ENV_VAR) or DEFAULT
+    if name not in PROFILES:
+        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {name!r} (from {ENV_VAR}?)")
+    return Profile(name=name, sizes=PROFILES[name])

@@ -1,0 +1,220 @@
+"""Batched samplers of clustering tasks (Appendix D).
+
+A task is ``n`` points drawn from a ``k``-component mixture in ``d``
+dimensions: component ``j`` has a location ``l_j ~ U(0, 1)^d``, a per-dimension
+spread ``s_j`` (all ones, or ``U(0, 1)^d`` when anisotropic), and a weight
+``w_j`` (``1/k``, or drawn uniformly from the simplex when unequal). A point of
+component ``j`` is ``l_j + scale * s_j * e`` with ``e`` drawn from the family's
+standard distribution, independently per coordinate:
+
+============  ==============================================
+family        standard noise ``e``
+============  ==============================================
+normal        N(0, 1)
+cauchy        standard Cauchy (location 0, scale 1)
+gumbel        standard Gumbel (location 0, scale 1)
+laplace       Laplace (location 0, scale 1)
+lognormal     exp(N(0, 1))
+============  ==============================================
+
+The points are then min-max scaled per task and per dimension to ``[0, 1]``,
+and the initial centers are a uniformly random ``k``-subset of the points.
+All ``B`` tasks come from one set of tensor operations: no Python loop over
+tasks or components. Every draw goes through one ``torch.Generator``.
+
+Used in chapter 2 and by training and evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._checks import check_k, check_positive_int, check_tensor
+
+__all__ = ["FAMILIES", "make_generator", "sample_tasks", "min_max_scale", "to_unit_cube"]
+
+FAMILIES = ("normal", "cauchy", "gumbel", "laplace", "lognormal")
+
+
+def make_generator(seed=None, device=None) -> torch.Generator:
+    """A ``torch.Generator`` from a seed (int), an existing generator (returned as is) or None (seed 0).
+
+    >>> make_generator(3).initial_seed()
+    3
+    """
+    if isinstance(seed, torch.Generator):
+        return seed
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"seed must be an int, a torch.Generator or None, got {seed!r}")
+    gen = torch.Generator(device=device if device is not None else "cpu")
+    gen.manual_seed(0 if seed is None else seed)
+    return gen
+
+
+def _open_uniform(shape, gen, dtype, device) -> torch.Tensor:
+    # uniform on (0, 1), never exactly 0 or 1, so the inverse CDFs stay finite
+    tiny = torch.finfo(dtype).tiny
+    return torch.rand(shape, generator=gen, dtype=dtype, device=device).clamp_(tiny, 1.0 - torch.finfo(dtype).eps)
+
+
+def _noise(family: str, shape, gen, dtype, device) -> torch.Tensor:
+    if family == "normal":
+        return torch.randn(shape, generator=gen, dtype=dtype, device=device)
+    if family == "lognormal":
+        return torch.randn(shape, generator=gen, dtype=dtype, device=device).exp_()
+    u = _open_uniform(shape, gen, dtype, device)
+    if family == "cauchy":
+        return torch.tan(math.pi * (u - 0.5))
+    if family == "gumbel":
+        return -torch.log(-torch.log(u))
+    # laplace, by the inverse CDF
+    c = u - 0.5
+    return -torch.sign(c) * torch.log1p(-2.0 * c.abs())
+
+
+def min_max_scale(X: torch.Tensor) -> torch.Tensor:
+    """Per-task, per-dimension min-max scaling of points ``(B, n, d)`` to ``[0, 1]``.
+
+    A constant dimension maps to 0.
+
+    >>> min_max_scale(torch.tensor([[[1., 5.], [3., 5.], [2., 5.]]])).tolist()
+    [[[0.0, 0.0], [1.0, 0.0], [0.5, 0.0]]]
+    """
+    check_tensor(X, "X", 3)
+    lo = X.amin(dim=1, keepdim=True)
+    span = X.amax(dim=1, keepdim=True) - lo
+    return (X - lo) / torch.where(span > 0, span, torch.ones_like(span))
+
+
+def to_unit_cube(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Map any tasks into the unit cube without changing their k-means problem (end of Appendix D).
+
+    Per task: subtract the per-dimension minimum over points and centers
+    together, then divide by the single largest coordinate. A translation and
+    one common scale preserve every assignment and Lloyd trajectory, and
+    scale the objective by ``1 / v_ub^2``.
+
+    Parameters
+    ----------
+    X : ``(B, n, d)``; C : ``(B, k, d)``.
+
+    Returns
+    -------
+    (X, C) in ``[0, 1]``.
+
+    Examples
+    --------
+    >>> X = torch.tensor([[[-2., 0.], [2., 4.]]]); C = torch.tensor([[[0., 2.], [-2., 0.]]])
+    >>> Xu, Cu = to_unit_cube(X, C)
+    >>> Xu.tolist(), Cu.tolist()
+    ([[[0.0, 0.0], [1.0, 1.0]]], [[[0.5, 0.5], [0.0, 0.0]]])
+    """
+    check_tensor(X, "X", 3)
+    check_tensor(C, "C", 3, last=X.shape[2])
+    if X.shape[0] != C.shape[0]:
+        raise ValueError(f"X and C must have the same batch size, got {X.shape[0]} and {C.shape[0]}")
+    both = torch.cat([X, C], dim=1)  # (B, n + k, d)
+    lo = both.amin(dim=1, keepdim=True)  # (B, 1, d)
+    ub = (both - lo).flatten(1).amax(dim=1).view(-1, 1, 1)  # (B, 1, 1)
+    if bool((ub == 0).any()):
+        raise ValueError("X and C: a task whose points and centers all coincide cannot be scaled")
+    return (X - lo) / ub, (C - lo) / ub
+
+
+def sample_tasks(
+    batch: int,
+    n: int,
+    d: int,
+    k: int,
+    *,
+    family="normal",
+    scale: float = 0.1,
+    anisotropic: bool = False,
+    unequal_weights: bool = False,
+    generator=None,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+    return_labels: bool = False,
+):
+    """Draw ``batch`` clustering tasks ``(X, C)`` (Appendix D).
+
+    Parameters
+    ----------
+    batch : int
+        Number of tasks ``B``.
+    n, d, k : int
+        Points per task, dimension, clusters (``2 <= k <= n``).
+    family : str or sequence of str
+        One of :data:`FAMILIES`, or several: each task then draws its family
+        uniformly among them.
+    scale : float
+        Spread of each component, ``> 0`` (the paper's default 0.1).
+    anisotropic : bool
+        Per-dimension spreads ``s_j ~ U(0, 1)^d`` instead of ones.
+    unequal_weights : bool
+        Mixture weights uniform on the simplex instead of ``1/k``.
+    generator : torch.Generator or int, optional
+        Source of randomness (an int is a seed; None is seed 0).
+    dtype, device
+        Of the returned tensors.
+    return_labels : bool
+        Also return the mixture component of every point, ``(B, n)``.
+
+    Returns
+    -------
+    X : torch.Tensor
+        ``(B, n, d)`` in ``[0, 1]`` (each dimension spans exactly [0, 1]).
+    C : torch.Tensor
+        ``(B, k, d)``, ``k`` distinct points of ``X``.
+
+    Examples
+    --------
+    >>> X, C = sample_tasks(4, 100, 2, 3, family="laplace", generator=0)
+    >>> X.shape, C.shape, bool(X.min() == 0), bool(X.max() == 1)
+    (torch.Size([4, 100, 2]), torch.Size([4, 3, 2]), True, True)
+    """
+    check_positive_int(batch, "batch")
+    check_positive_int(n, "n")
+    check_positive_int(d, "d")
+    check_k(k)
+    if k > n:
+        raise ValueError(f"k must be <= n, got k={k}, n={n}")
+    families = (family,) if isinstance(family, str) else tuple(family)
+    if not families or any(f not in FAMILIES for f in families):
+        raise ValueError(f"family must be one of {FAMILIES} (or a sequence of them), got {family!r}")
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    gen = make_generator(generator, device)
+    device = gen.device if device is None else torch.device(device)
+    opts = dict(generator=gen, dtype=dtype, device=device)
+
+    loc = torch.rand(batch, k, d, **opts)  # (B, k, d)
+    spread = torch.rand(batch, k, d, **opts) if anisotropic else torch.ones(batch, k, d, dtype=dtype, device=device)
+    if unequal_weights:
+        weights = -torch.log(_open_uniform((batch, k), gen, dtype, device))  # Dirichlet(1, ..., 1)
+    else:
+        weights = torch.ones(batch, k, dtype=dtype, device=device)
+    weights = weights / weights.sum(dim=1, keepdim=True)
+    labels = torch.multinomial(weights, n, replacement=True, generator=gen)  # (B, n)
+    idx = labels.unsqueeze(-1).expand(batch, n, d)
+    mean = torch.gather(loc, 1, idx)  # (B, n, d)
+    spread = torch.gather(spread, 1, idx)
+
+    if len(families) == 1:
+        noise = _noise(families[0], (batch, n, d), gen, dtype, device)
+    else:
+        which = torch.randint(len(families), (batch,), generator=gen, device=device)
+        noise = torch.empty(batch, n, d, dtype=dtype, device=device)
+        for f_idx, fam in enumerate(families):  # at most five families, never a loop over tasks
+            rows = torch.nonzero(which == f_idx).flatten()
+            if rows.numel():
+                noise[rows] = _noise(fam, (rows.numel(), n, d), gen, dtype, device)
+    X = min_max_scale(mean + scale * spread * noise)
+
+    pick = torch.rand(batch, n, generator=gen, dtype=torch.float32, device=device).argsort(dim=1)[:, :k]  # (B, k)
+    C = torch.gather(X, 1, pick.unsqueeze(-1).expand(batch, k, d))
+    if return_labels:
+        return X, C, labels
+    return X, C

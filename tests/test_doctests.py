@@ -1,0 +1,32 @@
+"""Every docstring example in kmtrf_core runs and prints what it says."""
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import kmtrf_core
+
+MODULES = sorted(m.name for m in pkgutil.iter_modules(kmtrf_core.__path__, "kmtrf_core."))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
+
+
+def test_public_api_is_flat_and_complete():
+    for name in kmtrf_core.__all__:
+        assert hasattr(kmtrf_core, name), name
+    for name in ["binary_codes", "ClusterTransformer", "lloyd", "kmeans_objective", "sample_tasks"]:
+        assert name in kmtrf_core.__all__
+
+
+def test_public_functions_have_docstrings():
+    for name in kmtrf_core.__all__:
+        obj = getattr(kmtrf_core, name)
+        if callable(obj):
+            assert obj.__doc__ and len(obj.__doc__.strip()) > 20, name

@@ -1,0 +1,112 @@
+import math
+
+import pytest
+import torch
+
+from kmtrf_core import ClusterTransformer, distance_attention, embed, parameter_count, sample_tasks
+
+
+def test_shapes_and_parameter_count():
+    for scheme in ("oh", "bn", "sc", "na"):
+        model = ClusterTransformer(3, 6, scheme, generator=torch.Generator().manual_seed(0))
+        X, C = sample_tasks(2, 20, 3, 6, generator=0)
+        out, Xb, Cb = model(X, C, steps=2, return_embeddings=True)
+        assert out.shape == (2, 6, 3)
+        assert Xb.shape == (2, 20, model.d_emb) and Cb.shape == (2, 6, model.d_emb)
+        assert model.num_parameters() == parameter_count(3, 6, scheme)
+        assert torch.equal(out, Cb[..., :3])
+
+
+def test_layer_is_equation_4():
+    model = ClusterTransformer(2, 4, "bn", gamma=0.8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    X, C = sample_tasks(3, 15, 2, 4, generator=1, dtype=torch.float64)
+    Xb, Cb = embed(X, C, "bn")
+
+    def A(mu, Zq, Zk):
+        return distance_attention(Zq, Zk, model.Q[mu], model.K[mu], model.V[mu], 0.8)
+
+    X1 = Xb + A(0, Xb, Cb) + A(1, Xb, Xb)
+    C1 = Cb + A(2, Cb, X1) + A(3, Cb, Cb)  # centers attend to the *updated* points
+    with torch.no_grad():
+        torch.testing.assert_close(model(X, C), C1[..., :2])
+        Xn, Cn = model.layer(Xb, Cb)
+    torch.testing.assert_close(Xn, X1)
+
+
+def test_weights_shared_across_layers():
+    model = ClusterTransformer(2, 3, "oh", dtype=torch.float64)
+    X, C = sample_tasks(2, 12, 2, 3, generator=2, dtype=torch.float64)
+    with torch.no_grad():
+        Xb, Cb = model.embed(X, C)
+        for _ in range(3):
+            Xb, Cb = model.layer(Xb, Cb)
+        torch.testing.assert_close(model(X, C, steps=3), Cb[..., :2])
+
+
+def test_seeded_init_is_reproducible_and_gradients_flow():
+    a = ClusterTransformer(4, 5, "bn", generator=torch.Generator().manual_seed(3))
+    b = ClusterTransformer(4, 5, "bn", generator=torch.Generator().manual_seed(3))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    X, C = sample_tasks(2, 30, 4, 5, generator=3)
+    a(X, C).square().sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0 for p in a.parameters())
+
+
+def test_sdpa_model_equals_direct_model():
+    gen = torch.Generator().manual_seed(4)
+    direct = ClusterTransformer(8, 10, "oh", generator=gen)
+    sdpa = ClusterTransformer(8, 10, "oh", impl="sdpa")
+    sdpa.load_state_dict(direct.state_dict())
+    X, C = sample_tasks(4, 128, 8, 10, generator=4)
+    a, b = direct(X, C), sdpa(X, C)
+    assert ((a - b).norm() / a.norm()).item() < 1e-5
+
+
+def test_custom_codes():
+    codes = torch.tensor([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
+    model = ClusterTransformer(2, 3, codes=codes)
+    assert model.scheme == "custom" and model.d_emb == 4
+    with pytest.raises(ValueError, match="distinct"):
+        ClusterTransformer(2, 3, codes=torch.zeros(3, 1))
+    with pytest.raises(ValueError, match="codes"):
+        ClusterTransformer(2, 3, codes=torch.zeros(4, 1))
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(scheme="hex"), "scheme"),
+        (dict(k=1), "k"),
+        (dict(d=0), "d"),
+        (dict(gamma=0.0), "gamma"),
+        (dict(gamma=-2.0), "gamma"),
+        (dict(gamma=float("nan")), "gamma"),
+        (dict(impl="flash"), "impl"),
+    ],
+)
+def test_constructor_rejects_bad_input(kwargs, match):
+    args = dict(d=2, k=3)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        ClusterTransformer(**args)
+
+
+def test_forward_rejects_bad_input():
+    model = ClusterTransformer(2, 3)
+    X, C = sample_tasks(2, 10, 2, 3, generator=0)
+    with pytest.raises(ValueError, match="rank"):
+        model(X[0], C[0])
+    with pytest.raises(ValueError, match="d"):
+        model(torch.rand(2, 10, 3), torch.rand(2, 3, 3))
+    with pytest.raises(ValueError, match="same d"):
+        model(X, torch.rand(2, 3, 5))
+    with pytest.raises(ValueError, match="k=3"):
+        model(X, torch.rand(2, 4, 2))
+    with pytest.raises(ValueError, match="k must be <= n"):
+        model(X[:, :2], C)
+    with pytest.raises(ValueError, match="non-finite"):
+        model(X.masked_fill(X > 0.5, math.inf), C)
+    with pytest.raises(ValueError, match="steps"):
+        model(X, C, steps=0)
+    with pytest.raises(ValueError, match="batch"):
+        model(X, C[:1])

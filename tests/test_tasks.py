@@ -1,0 +1,131 @@
+import math
+
+import pytest
+import torch
+
+from kmtrf_core import FAMILIES, kmeans_objective, lloyd, min_max_scale, sample_tasks, to_unit_cube
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shapes_range_and_centers_are_points(family):
+    X, C, labels = sample_tasks(5, 64, 3, 4, family=family, generator=0, return_labels=True)
+    assert X.shape == (5, 64, 3) and C.shape == (5, 4, 3) and labels.shape == (5, 64)
+    assert X.dtype == torch.float32
+    assert float(X.min()) == 0.0 and float(X.max()) == 1.0
+    # every dimension of every task spans [0, 1] exactly
+    assert torch.equal(X.amin(1), torch.zeros(5, 3)) and torch.equal(X.amax(1), torch.ones(5, 3))
+    # centers are k distinct points of X
+    match = (C[:, :, None, :] == X[:, None, :, :]).all(-1)  # (B, k, n)
+    assert (match.any(-1)).all()
+    assert all(torch.unique(c, dim=0).shape[0] == 4 for c in C)
+
+
+def test_centers_are_distinct_indices():
+    X, C = sample_tasks(50, 20, 1, 20, generator=4, dtype=torch.float64)
+    # k = n: the initial centers are a permutation of the points
+    assert torch.equal(C.sort(dim=1).values, X.sort(dim=1).values)
+
+
+def test_seed_reproducibility():
+    a = sample_tasks(4, 32, 2, 3, family="gumbel", anisotropic=True, unequal_weights=True, generator=7)
+    b = sample_tasks(4, 32, 2, 3, family="gumbel", anisotropic=True, unequal_weights=True, generator=7)
+    c = sample_tasks(4, 32, 2, 3, family="gumbel", anisotropic=True, unequal_weights=True, generator=8)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], c[0])
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert torch.equal(sample_tasks(2, 10, 2, 2, generator=g1)[0], sample_tasks(2, 10, 2, 2, generator=g2)[0])
+
+
+def _raw_noise(family, size=200_000):
+    from kmtrf_core.tasks import _noise
+
+    return _noise(family, (size,), torch.Generator().manual_seed(0), torch.float64, "cpu")
+
+
+def test_family_noise_statistics():
+    # sanity per family against known moments / quantiles of the standard distribution
+    normal = _raw_noise("normal")
+    assert abs(normal.mean()) < 0.01 and abs(normal.std() - 1) < 0.01
+    laplace = _raw_noise("laplace")
+    assert abs(laplace.mean()) < 0.02 and abs(laplace.var() - 2) < 0.05
+    gumbel = _raw_noise("gumbel")
+    assert abs(gumbel.mean() - 0.5772156649) < 0.01 and abs(gumbel.var() - math.pi**2 / 6) < 0.05
+    lognormal = _raw_noise("lognormal")
+    assert abs(lognormal.log().mean()) < 0.01 and (lognormal > 0).all()
+    assert abs(lognormal.median() - 1.0) < 0.01
+    cauchy = _raw_noise("cauchy")
+    q1, q2, q3 = torch.quantile(cauchy[:100_000], torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
+    assert abs(q1 + 1) < 0.03 and abs(q2) < 0.02 and abs(q3 - 1) < 0.03  # quartiles of Cauchy(0, 1)
+    assert cauchy.abs().max() > 1e3  # heavy tails
+
+
+def test_isotropic_normal_clusters_are_tight():
+    # scale 0.01, well separated means: each point lies close to its component's points
+    X, C, labels = sample_tasks(1, 400, 2, 3, scale=0.01, generator=1, return_labels=True, dtype=torch.float64)
+    for j in range(3):
+        pts = X[0][labels[0] == j]
+        assert pts.std(0).max() < 0.1
+
+
+def test_unequal_weights_vary_and_equal_weights_balance():
+    _, _, lab_eq = sample_tasks(1, 20000, 1, 4, generator=0, return_labels=True)
+    freq = torch.bincount(lab_eq[0], minlength=4) / 20000
+    assert (freq - 0.25).abs().max() < 0.02
+    _, _, lab_un = sample_tasks(64, 2000, 1, 4, unequal_weights=True, generator=0, return_labels=True)
+    freqs = torch.stack([torch.bincount(l, minlength=4) for l in lab_un]) / 2000
+    assert freqs.std(0).mean() > 0.1
+
+
+def test_anisotropic_spreads_differ_across_dimensions():
+    X, _, labels = sample_tasks(1, 20000, 8, 2, anisotropic=True, scale=0.05, generator=2, return_labels=True)
+    sd = X[0][labels[0] == 0].std(0)
+    assert sd.max() / sd.min() > 2
+
+
+def test_mixed_families_in_one_batch():
+    X, C = sample_tasks(20, 50, 2, 3, family=("normal", "cauchy"), generator=0)
+    assert X.shape == (20, 50, 2)
+
+
+def test_min_max_scale():
+    X = torch.tensor([[[1.0, -3.0], [3.0, 1.0]]])
+    assert min_max_scale(X).tolist() == [[[0.0, 0.0], [1.0, 1.0]]]
+
+
+def test_unit_cube_map_preserves_the_kmeans_problem():
+    X = torch.randn(3, 50, 4, dtype=torch.float64) * 10 + 3
+    C = X[:, :5].clone() + 0.5
+    Xu, Cu = to_unit_cube(X, C)
+    both = torch.cat([Xu, Cu], 1)
+    assert both.min() >= 0 and both.max() <= 1
+    assert torch.allclose(both.flatten(1).amax(1), torch.ones(3, dtype=torch.float64))
+    # same Lloyd trajectory up to the affine map, objective scaled by 1 / v_ub^2
+    lo = torch.cat([X, C], 1).amin(1, keepdim=True)
+    ub = (torch.cat([X, C], 1) - lo).flatten(1).amax(1).view(-1, 1, 1)
+    torch.testing.assert_close((lloyd(X, C, steps=5) - lo) / ub, lloyd(Xu, Cu, steps=5))
+    torch.testing.assert_close(kmeans_objective(X, C) / ub.flatten() ** 2, kmeans_objective(Xu, Cu))
+
+
+def test_unit_cube_rejects_degenerate_task():
+    with pytest.raises(ValueError, match="coincide"):
+        to_unit_cube(torch.zeros(1, 3, 2), torch.zeros(1, 2, 2))
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(family="uniform"), "family"),
+        (dict(family=()), "family"),
+        (dict(k=1), "k"),
+        (dict(k=11), "k must be <= n"),
+        (dict(n=0), "n"),
+        (dict(scale=-1.0), "scale"),
+        (dict(scale=float("nan")), "scale"),
+        (dict(generator="seed"), "seed"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    args = dict(batch=2, n=10, d=2, k=3)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        sample_tasks(**args)
