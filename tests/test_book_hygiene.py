@@ -1,0 +1,204 @@
+"""Book hygiene: notebooks, table of contents, bibliography, CI entry point.
+
+Fast, no heavy imports: only json, re and PyYAML (which jupyter-book brings).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
+MARKDOWN = sorted(BOOK.glob("*.md"))
+
+
+def _load_colab_cell_module():
+    spec = importlib.util.spec_from_file_location("colab_cell", ROOT / "tools" / "colab_cell.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+colab_cell = _load_colab_cell_module()
+
+
+def _read_nb(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+# --- notebooks ---------------------------------------------------------------------
+
+nb_param = pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+
+
+@nb_param
+def test_notebook_committed_without_outputs(nb_path):
+    nb = _read_nb(nb_path)
+    dirty = [
+        i for i, cell in enumerate(nb["cells"])
+        if cell.get("cell_type") == "code"
+        and (cell.get("outputs") or cell.get("execution_count") is not None)
+    ]
+    assert not dirty, f"{nb_path.name}: cells {dirty} have outputs or an execution_count; strip them"
+
+
+@nb_param
+def test_notebook_uses_standard_python3_kernel(nb_path):
+    kernelspec = _read_nb(nb_path).get("metadata", {}).get("kernelspec", {})
+    assert kernelspec.get("name") == "python3", f"{nb_path.name}: kernelspec.name is {kernelspec.get('name')!r}"
+
+
+@nb_param
+def test_first_code_cell_is_the_colab_setup_cell(nb_path):
+    code_cells = [c for c in _read_nb(nb_path)["cells"] if c.get("cell_type") == "code"]
+    assert code_cells, f"{nb_path.name}: no code cell"
+    expected = colab_cell.colab_cell_source()
+    assert _source(code_cells[0]).rstrip("\n") == expected, (
+        f"{nb_path.name}: first code cell differs from the Colab set-up cell derived from "
+        f"_config.yml; run `python tools/colab_cell.py --fix {nb_path.relative_to(ROOT)}`"
+    )
+
+
+def test_colab_cell_is_derived_from_config():
+    repo = _config()["repository"]
+    url, branch = str(repo["url"]).rstrip("/"), str(repo["branch"])
+    source = colab_cell.colab_cell_source()
+    assert f'"kmtrf_core @ git+{url}@{branch}"' in source
+    install_lines = [line for line in source.splitlines() if "pip" in line]
+    assert len(install_lines) == 1
+    # The install runs only in the `else:` of a try-import of google.colab.
+    lines = source.splitlines()
+    assert "    import google.colab  # noqa: F401  (importable only on Colab)" in lines
+    assert "except ImportError:" in lines
+    assert lines.index(install_lines[0]) - 1 == lines.index("else:")
+    assert install_lines[0].startswith("    ")
+    compile(source, "<colab cell>", "exec")
+
+
+def test_colab_cell_does_nothing_off_colab():
+    import subprocess
+    import sys
+
+    calls = []
+    fake_subprocess = type(sys)("subprocess")
+    fake_subprocess.run = lambda *a, **k: calls.append(a)
+    saved = sys.modules.get("subprocess")
+    sys.modules["subprocess"] = fake_subprocess
+    try:
+        exec(colab_cell.colab_cell_source(), {})
+    finally:
+        sys.modules["subprocess"] = saved if saved is not None else subprocess
+    assert calls == [], "the Colab cell tried to install outside Colab"
+
+
+# --- table of contents -------------------------------------------------------------
+
+def _toc_files(node) -> list[str]:
+    files = []
+    if isinstance(node, dict):
+        for key in ("root", "file"):
+            if key in node:
+                files.append(str(node[key]))
+        for value in node.values():
+            if isinstance(value, (list, dict)):
+                files.extend(_toc_files(value))
+    elif isinstance(node, list):
+        for item in node:
+            files.extend(_toc_files(item))
+    return files
+
+
+TOC_FILES = _toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8")))
+
+
+def _resolve(entry: str) -> list[Path]:
+    path = ROOT / entry
+    if path.suffix in {".md", ".ipynb"}:
+        return [path] if path.exists() else []
+    return [p for p in (path.with_suffix(".md"), path.with_suffix(".ipynb")) if p.exists()]
+
+
+def test_toc_is_not_empty():
+    assert TOC_FILES, "_toc.yml lists no file"
+
+
+@pytest.mark.parametrize("entry", TOC_FILES)
+def test_toc_entry_exists(entry):
+    found = _resolve(entry)
+    assert len(found) == 1, f"_toc.yml entry {entry!r}: expected one .md or .ipynb file, found {found}"
+
+
+def test_every_notebook_is_in_toc():
+    listed = {p.resolve() for entry in TOC_FILES for p in _resolve(entry)}
+    missing = [p.name for p in NOTEBOOKS if p.resolve() not in listed]
+    assert not missing, f"notebooks not listed in _toc.yml: {missing}"
+
+
+# --- bibliography ------------------------------------------------------------------
+
+BIB_KEY = re.compile(r"^\s*@\s*(?!comment|string|preamble)\w+\s*\{\s*([^,\s]+)\s*,", re.I | re.M)
+CITE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
+
+
+def _bib_keys() -> list[str]:
+    return BIB_KEY.findall((ROOT / "references.bib").read_text(encoding="utf-8"))
+
+
+def _markdown_texts() -> list[tuple[str, str]]:
+    texts = [(p.name, p.read_text(encoding="utf-8")) for p in MARKDOWN]
+    for nb_path in NOTEBOOKS:
+        for i, cell in enumerate(_read_nb(nb_path)["cells"]):
+            if cell.get("cell_type") == "markdown":
+                texts.append((f"{nb_path.name} cell {i}", _source(cell)))
+    return texts
+
+
+def test_bibliography_keys_are_unique():
+    keys = _bib_keys()
+    assert keys, "references.bib: no entry found"
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    assert not duplicates, f"references.bib: duplicate keys {duplicates}"
+
+
+def test_every_citation_is_in_bibliography():
+    keys = set(_bib_keys())
+    unknown = []
+    for where, text in _markdown_texts():
+        for group in CITE.findall(text):
+            unknown += [(where, key.strip()) for key in group.split(",") if key.strip() not in keys]
+    assert not unknown, f"citations missing from references.bib: {unknown}"
+
+
+def test_config_points_at_the_bibliography():
+    bibfiles = _config().get("bibtex_bibfiles", [])
+    assert bibfiles, "_config.yml: bibtex_bibfiles is empty"
+    for name in bibfiles:
+        assert (ROOT / name).exists(), f"_config.yml names a missing bib file {name!r}"
+
+
+# --- CI runs what the README says --------------------------------------------------
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"^\s*make test\b", readme, re.M), "README.md does not give `make test`"
+    ci_lines = [
+        line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    assert "make test" in ci_lines, ".ci/run does not run `make test`"
