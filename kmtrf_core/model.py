@@ -202,6 +202,8 @@ class ClusterTransformer(nn.Module):
         tasks whose Lloyd iterations have no empty cluster and no tie in the
         assignments. A finite ``gamma`` gives the same weights at a finite
         temperature. ``scheme="na"`` has no code space and no construction.
+        The returned model is frozen (``requires_grad=False``); call
+        ``model.requires_grad_(True)`` to train from it.
 
         Examples
         --------
@@ -221,4 +223,4 @@ class ClusterTransformer(nn.Module):
             model.Q.copy_(Q)
             model.K.copy_(K)
             model.V.copy_(V)
-        return model
+        return model.requires_grad_(False)

@@ -62,7 +62,10 @@ def plot_task(ax, X, C=None, labels=None, centers_after=None, s: float = 6.0):
     joined to their initial position.
     """
     X = _np(X)
-    ax.scatter(X[:, 0], X[:, 1], c=None if labels is None else _np(labels), s=s, cmap="tab10", alpha=0.7)
+    if labels is None:
+        ax.scatter(X[:, 0], X[:, 1], s=s, color="tab:blue", alpha=0.7)
+    else:
+        ax.scatter(X[:, 0], X[:, 1], c=_np(labels), s=s, cmap="tab10", alpha=0.7)
     if C is not None:
         C = _np(C)
         ax.scatter(C[:, 0], C[:, 1], marker="x", c="black", s=50, label="initial centers")
