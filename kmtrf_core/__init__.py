@@ -23,7 +23,22 @@ from .lloyd import (
     lloyd_step,
     lloyd_trajectory,
 )
+from .lipschitz import LipschitzBound, center_norm_sq, empirical_lipschitz, lipschitz_bound, random_parameters
 from .model import ClusterTransformer
+from .objectives import (
+    OMEGAS,
+    kmeans_loss,
+    regularized_weights,
+    smoothed_kmeans_loss,
+    smoothed_point_losses,
+    smoothing_constant,
+    smoothing_gap,
+    sparsemax,
+    sparsemax_is_tight,
+    sparsemax_threshold,
+    weight_gap,
+    weight_gap_bound,
+)
 from .profiles import PROFILES, Profile, default_device, get_profile
 from .tasks import FAMILIES, make_generator, min_max_scale, sample_tasks, to_unit_cube
 
@@ -54,6 +69,23 @@ __all__ = [
     "lloyd_step",
     "lloyd_trajectory",
     "ClusterTransformer",
+    "LipschitzBound",
+    "center_norm_sq",
+    "empirical_lipschitz",
+    "lipschitz_bound",
+    "random_parameters",
+    "OMEGAS",
+    "kmeans_loss",
+    "regularized_weights",
+    "smoothed_kmeans_loss",
+    "smoothed_point_losses",
+    "smoothing_constant",
+    "smoothing_gap",
+    "sparsemax",
+    "sparsemax_is_tight",
+    "sparsemax_threshold",
+    "weight_gap",
+    "weight_gap_bound",
     "PROFILES",
     "Profile",
     "default_device",

@@ -1,0 +1,265 @@
+"""Smoothed k-means objectives: regularized min with softmin (NE) or sparsemax (L2) (Section 3, Appendix H).
+
+For a point ``x`` and centers ``C`` let ``r_j = |x - c_j|^2``. The k-means loss
+of the point is ``L = min_j r_j = <P(r), r>`` with ``P(r)`` the one-hot argmin
+(Eq. 21-23). Regularizing the argmin over the simplex with ``tau * Omega``
+gives weights ``P_Omega(r / tau)`` and the smooth upper bound (Eq. 24)
+
+.. math::
+
+    \\tilde L^\\tau_\\Omega(x, C) = \\langle P_\\Omega(r/\\tau), r \\rangle \\ \\ge\\ L(x, C).
+
+* ``omega="ne"`` (negative entropy): ``P = softmax(-r / tau)``, softmin weights (Eq. 26);
+* ``omega="l2"`` (half squared norm): ``P = sparsemax(-r / tau)`` (Eq. 27-29),
+  the Euclidean projection of ``-r / tau`` onto the simplex, often exactly one-hot.
+
+A task's loss sums over its points (Eq. 5 and 6).
+Used in the smoothing chapter and by training.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._checks import check_points_centers
+from .attention import sqdist
+from .lloyd import kmeans_objective
+
+__all__ = [
+    "OMEGAS",
+    "sparsemax",
+    "sparsemax_threshold",
+    "regularized_weights",
+    "kmeans_loss",
+    "smoothed_point_losses",
+    "smoothed_kmeans_loss",
+    "weight_gap",
+    "smoothing_gap",
+    "smoothing_constant",
+    "sparsemax_is_tight",
+    "weight_gap_bound",
+]
+
+OMEGAS = ("ne", "l2")
+
+
+def _check_omega(omega: str) -> str:
+    if not isinstance(omega, str) or omega.lower() not in OMEGAS:
+        raise ValueError(f"omega must be one of {OMEGAS}, got {omega!r}")
+    return omega.lower()
+
+
+def _check_tau(tau: float) -> float:
+    try:
+        tau = float(tau)
+    except (TypeError, ValueError):
+        raise ValueError(f"tau must be a positive number, got {tau!r}") from None
+    if not math.isfinite(tau) or tau <= 0:
+        raise ValueError(f"tau must be a positive finite number, got {tau}")
+    return tau
+
+
+def _check_finite(z: torch.Tensor, name: str) -> None:
+    if not isinstance(z, torch.Tensor) or not z.is_floating_point():
+        raise ValueError(f"{name} must be a floating torch.Tensor")
+    if z.dim() < 1 or z.shape[-1] < 1:
+        raise ValueError(f"{name} must have a non-empty last dimension, got shape {tuple(z.shape)}")
+    if not bool(torch.isfinite(z).all()):
+        raise ValueError(f"{name} has non-finite values (nan or inf)")
+
+
+def sparsemax_threshold(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The threshold ``kappa(z)`` of Eq. 28 and the support size ``N(z)``, along the last axis.
+
+    With ``z`` sorted decreasingly, ``N(z) = max{m : 1 + m z_(m) > sum_{j<=m} z_(j)}``
+    and ``kappa(z) = (sum_{j<=N} z_(j) - 1) / N``, so that
+    ``sum_j [z_j - kappa]_+ = 1``.
+
+    Returns
+    -------
+    kappa : ``(...,)``; support_size : ``(...,)`` int64.
+
+    Examples
+    --------
+    >>> kappa, N = sparsemax_threshold(torch.tensor([0.5, 0.2, -3.0]))
+    >>> round(kappa.item(), 6), N.item()
+    (-0.15, 2)
+    """
+    z_sorted = z.sort(dim=-1, descending=True).values
+    cumsum = z_sorted.cumsum(dim=-1)
+    ranks = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
+    support = 1.0 + ranks * z_sorted > cumsum  # a prefix of True
+    N = support.sum(dim=-1)  # >= 1 always: the largest entry is in the support
+    kappa = (cumsum.gather(-1, (N - 1).unsqueeze(-1)).squeeze(-1) - 1.0) / N.to(z.dtype)
+    return kappa, N
+
+
+class _Sparsemax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, z):
+        kappa, _ = sparsemax_threshold(z)
+        p = (z - kappa.unsqueeze(-1)).clamp_min(0.0)
+        ctx.save_for_backward(p)
+        return p
+
+    @staticmethod
+    def backward(ctx, grad):
+        (p,) = ctx.saved_tensors
+        # Jacobian diag(s) - s s^T / |S| on the support S (Martins & Astudillo 2016, Eq. 12)
+        s = (p > 0).to(grad.dtype)
+        mean_on_support = (grad * s).sum(-1, keepdim=True) / s.sum(-1, keepdim=True)
+        return s * (grad - mean_on_support)
+
+
+def sparsemax(z: torch.Tensor) -> torch.Tensor:
+    """Sparsemax along the last axis: the Euclidean projection of ``z`` onto the simplex (Eq. 27-28).
+
+    Differentiable with the exact sparsemax Jacobian ``diag(s) - s s^T / |S|``,
+    where ``s`` marks the support ``S``.
+
+    Parameters
+    ----------
+    z : torch.Tensor
+        ``(..., k)`` scores.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., k)``, non-negative, rows summing to 1, often with exact zeros.
+
+    Examples
+    --------
+    >>> sparsemax(torch.tensor([0.5, 0.2, -3.0]))
+    tensor([0.6500, 0.3500, 0.0000])
+    >>> sparsemax(torch.tensor([3.0, 0.0, 0.0]))
+    tensor([1., 0., 0.])
+    """
+    _check_finite(z, "z")
+    return _Sparsemax.apply(z)
+
+
+def regularized_weights(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
+    """The regularized-argmin weights ``P_Omega(r / tau)`` over the last axis (Eq. 26, 27).
+
+    Parameters
+    ----------
+    r : torch.Tensor
+        ``(..., k)`` squared distances (or any scores to minimize).
+    omega : {"ne", "l2"}
+        Softmin (negative-entropy regularizer) or sparsemax (L2 regularizer).
+    tau : float
+        Penalty ``> 0``; the weights approach the argmin as ``tau -> 0``.
+
+    Examples
+    --------
+    >>> r = torch.tensor([0.0, 0.05, 1.0])
+    >>> regularized_weights(r, "l2", 0.1)
+    tensor([0.7500, 0.2500, 0.0000])
+    >>> regularized_weights(r, "ne", 0.1).round(decimals=4)
+    tensor([0.6224, 0.3775, 0.0000])
+    """
+    omega, tau = _check_omega(omega), _check_tau(tau)
+    _check_finite(r, "r")
+    if omega == "ne":
+        return torch.softmax(-r / tau, dim=-1)
+    return _Sparsemax.apply(-r / tau)
+
+
+def kmeans_loss(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """The k-means loss of each task, ``sum_i min_j |x_i - c_j|^2`` (Eq. 1 and 5): ``(B,)``.
+
+    Identical to :func:`kmtrf_core.lloyd.kmeans_objective`; differentiable
+    almost everywhere in ``C``.
+
+    >>> X = torch.tensor([[[0.], [1.], [4.]]]); C = torch.tensor([[[0.], [4.]]])
+    >>> kmeans_loss(X, C)
+    tensor([1.])
+    """
+    return kmeans_objective(X, C)
+
+
+def smoothed_point_losses(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
+    """Per-point smoothed losses ``<P_Omega(r_i / tau), r_i>`` (Eq. 24, 26, 29): ``(B, n)``."""
+    check_points_centers(X, C)
+    r = sqdist(X, C)  # (B, n, k)
+    return (regularized_weights(r, omega, tau) * r).sum(dim=-1)
+
+
+def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
+    """Smoothed k-means loss of each task (Eq. 6): the sum of the per-point smoothed losses.
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Centers ``(B, k, d)``, e.g. the model output.
+    omega : {"ne", "l2"}
+    tau : float
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B,)``, never below :func:`kmeans_loss`.
+
+    Examples
+    --------
+    >>> X = torch.tensor([[[0.], [1.], [4.]]]); C = torch.tensor([[[0.], [4.]]])
+    >>> smoothed_kmeans_loss(X, C, "l2", 0.1)
+    tensor([1.])
+    >>> bool(smoothed_kmeans_loss(X, C, "ne", 10.0) > kmeans_loss(X, C))
+    True
+    """
+    return smoothed_point_losses(X, C, omega, tau).sum(dim=-1)
+
+
+def weight_gap(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
+    """``|P(r) - P_Omega(r / tau)|`` (Euclidean) over the last axis, with ``P(r)`` the one-hot argmin (Eq. 30).
+
+    Proposition H.1 bounds it by :func:`weight_gap_bound`.
+    """
+    P_hard = torch.nn.functional.one_hot(r.argmin(dim=-1), r.shape[-1]).to(r.dtype)
+    return (P_hard - regularized_weights(r, omega, tau)).norm(dim=-1)
+
+
+def weight_gap_bound(k: int, omega: str) -> float:
+    """Proposition H.1's bound on :func:`weight_gap`: ``sqrt(1 - 1/k)`` for L2, ``sqrt(2 log k)`` for NE.
+
+    >>> round(weight_gap_bound(4, "l2"), 4), round(weight_gap_bound(4, "ne"), 4)
+    (0.866, 1.6651)
+    """
+    omega = _check_omega(omega)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+        raise ValueError(f"k must be an int >= 2, got {k!r}")
+    return math.sqrt(1.0 - 1.0 / k) if omega == "l2" else math.sqrt(2.0 * math.log(k))
+
+
+def smoothing_gap(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
+    """Per-point gap ``L~ - L >= 0`` between the smoothed and the exact loss: ``(B, n)``."""
+    r = sqdist(X, C)
+    smooth = (regularized_weights(r, omega, tau) * r).sum(dim=-1)
+    return (smooth - r.amin(dim=-1)).clamp_min(0.0)
+
+
+def smoothing_constant(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
+    """Empirical ``C_Omega^tau`` (Eq. 9): the largest task gap ``L~(X, C) - L(X, C)`` over the batch.
+
+    An estimate from below of the maximum over the task distribution.
+    """
+    return smoothing_gap(X, C, omega, tau).sum(dim=-1).max()
+
+
+def sparsemax_is_tight(r: torch.Tensor, tau: float) -> torch.Tensor:
+    """Where sparsemax is exactly one-hot, so ``L~_L2 = L``: the two smallest entries of ``r`` differ by ``>= tau``.
+
+    This is the margin condition: ``sparsemax(-r / tau)`` has a single support
+    element iff ``1 + 2 z_(2) <= z_(1) + z_(2)`` with ``z = -r / tau``.
+
+    >>> sparsemax_is_tight(torch.tensor([[0.0, 0.2, 1.0], [0.0, 0.05, 1.0]]), tau=0.1)
+    tensor([ True, False])
+    """
+    tau = _check_tau(tau)
+    two = r.topk(2, dim=-1, largest=False).values
+    return (two[..., 1] - two[..., 0]) >= tau

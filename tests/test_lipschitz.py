@@ -1,0 +1,110 @@
+import math
+
+import pytest
+import torch
+
+from kmtrf_core import ClusterTransformer, sample_tasks
+from kmtrf_core.lipschitz import center_norm_sq, empirical_lipschitz, lipschitz_bound, random_parameters
+from kmtrf_core.objectives import regularized_weights
+
+
+def test_center_norm_sq_matches_embeddings():
+    for scheme in ("oh", "bn", "sc", "na"):
+        for k in (2, 6, 8, 13):
+            model = ClusterTransformer(3, k, scheme)
+            X, C = sample_tasks(1, 20, 3, k, generator=0, dtype=torch.float64)
+            C = torch.ones_like(C)  # the largest possible data part in [0, 1]^d
+            _, Cb = model.embed(X, C)
+            exact = (Cb * Cb).sum(-1).max().item()
+            assert exact == pytest.approx(center_norm_sq(3, k, scheme, exact=True))
+            assert exact <= center_norm_sq(3, k, scheme)
+    assert center_norm_sq(4, 6, "oh") == 5 and center_norm_sq(4, 6, "bn") == 7
+
+
+def test_lemma_I1_norms_hold_on_random_layers():
+    X, C = sample_tasks(8, 40, 4, 6, generator=1, dtype=torch.float64)
+    for scheme in ("oh", "bn"):
+        b = lipschitz_bound(40, 6, 4, scheme, Gamma1=1.5, Gamma2=0.8)
+        params = random_parameters(10, b.d_emb, 1.5, 0.8, generator=torch.Generator().manual_seed(2))
+        model = ClusterTransformer(4, 6, scheme, dtype=torch.float64)
+        for p in range(10):
+            with torch.no_grad():
+                for name in "QKV":
+                    getattr(model, name).copy_(params[name][p])
+                out, Xb, _ = model(X, C, return_embeddings=True)
+            assert Xb.norm(dim=-1).max() <= b.norms["x1"] + 1e-12
+            assert out.norm(dim=-1).max() <= b.norms["c_out"] + 1e-12
+            # r* bounds every squared point-center distance of the output (Eq. 49-51)
+            assert ((X[:, :, None] - out[:, None]) ** 2).sum(-1).max() <= b.r_star
+
+
+def test_random_parameters_respect_the_ball():
+    p = random_parameters(20, 7, 2.0, 0.5, generator=torch.Generator().manual_seed(0))
+    assert torch.linalg.matrix_norm(p["Q"], ord=2).max() <= 2.0 + 1e-12
+    assert torch.linalg.matrix_norm(p["V"], ord=2).max() <= 0.5 + 1e-12
+
+
+def test_sparsemax_and_softmax_l1_stability_constants():
+    # the constants the refined bound uses: softmax 1/2, sparsemax 2 (1 - 1/k), in l1 -> l1
+    g = torch.Generator().manual_seed(0)
+    k, tau = 5, 0.3
+    r = torch.rand(20000, k, generator=g, dtype=torch.float64) * 3
+    dr = torch.randn(20000, k, generator=g, dtype=torch.float64) * 1e-3
+    for omega, omega_tau in (("ne", 0.5), ("l2", 2 * (1 - 1 / k))):
+        num = (regularized_weights(r, omega, tau) - regularized_weights(r + dr, omega, tau)).abs().sum(-1)
+        ratio = num / (dr.abs().sum(-1) / tau)
+        assert ratio.max().item() <= omega_tau + 1e-9
+        assert ratio.max().item() > 0.5 * omega_tau  # and not wildly loose
+
+
+def test_bound_trends_of_section_3():
+    kw = dict(n=512, k=6, tau=0.1, omega="l2")
+    # OH has the smaller constant than BN at small d ...
+    gap_small = lipschitz_bound(d=4, scheme="bn", **kw).log_alpha - lipschitz_bound(d=4, scheme="oh", **kw).log_alpha
+    gap_large = lipschitz_bound(d=64, scheme="bn", **kw).log_alpha - lipschitz_bound(d=64, scheme="oh", **kw).log_alpha
+    assert gap_small > 0
+    # ... and the relative difference shrinks as d grows
+    assert gap_large / lipschitz_bound(d=64, scheme="oh", **kw).log_alpha < gap_small / lipschitz_bound(d=4, scheme="oh", **kw).log_alpha
+    # smaller tau, larger gamma: larger bound
+    assert lipschitz_bound(512, 6, 4, tau=0.01).log_alpha > lipschitz_bound(512, 6, 4, tau=1.0).log_alpha
+    assert lipschitz_bound(512, 6, 4, gamma=4.0).log_alpha > lipschitz_bound(512, 6, 4, gamma=1.0).log_alpha
+    # refined <= paper, max <= sum <= 12 max
+    for scheme in ("oh", "bn", "sc"):
+        for omega in ("ne", "l2"):
+            paper = lipschitz_bound(100, 6, 4, scheme, omega=omega)
+            refined = lipschitz_bound(100, 6, 4, scheme, omega=omega, refined=True)
+            summed = lipschitz_bound(100, 6, 4, scheme, omega=omega, combine="sum")
+            assert refined.log_alpha <= paper.log_alpha
+            assert paper.log_alpha <= summed.log_alpha <= paper.log_alpha + math.log(12) + 1e-12
+
+
+@pytest.mark.parametrize("scheme", ["oh", "bn"])
+@pytest.mark.parametrize("omega", ["ne", "l2"])
+def test_empirical_estimate_never_exceeds_the_bound(scheme, omega):
+    X, C = sample_tasks(4, 24, 3, 4, generator=3, dtype=torch.float64)
+    est = empirical_lipschitz(X, C, scheme, tau=0.2, omega=omega, pairs=12, generator=torch.Generator().manual_seed(4))
+    assert est["quotient"] > 0 and est["gradient"] > 0
+    for refined in (False, True):
+        bound = lipschitz_bound(24, 4, 3, scheme, tau=0.2, omega=omega, refined=refined, combine="sum")
+        assert math.log(max(est["quotient"], est["gradient"])) <= bound.log_alpha
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(tau=0.0), "tau"),
+        (dict(tau=-1.0), "tau"),
+        (dict(omega="l1"), "omega"),
+        (dict(gamma=math.inf), "finite"),
+        (dict(gamma=0.0), "gamma"),
+        (dict(Gamma1=0.0), "Gamma1"),
+        (dict(scheme="hex"), "scheme"),
+        (dict(combine="mean"), "combine"),
+        (dict(k=1), "k"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    args = dict(n=10, k=3, d=2)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        lipschitz_bound(**args)

@@ -1,0 +1,137 @@
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kmtrf_core import kmeans_objective, sample_tasks
+from kmtrf_core.attention import sqdist
+from kmtrf_core.objectives import (
+    kmeans_loss,
+    regularized_weights,
+    smoothed_kmeans_loss,
+    smoothed_point_losses,
+    smoothing_constant,
+    smoothing_gap,
+    sparsemax,
+    sparsemax_is_tight,
+    sparsemax_threshold,
+    weight_gap,
+    weight_gap_bound,
+)
+
+entmax = pytest.importorskip("entmax")
+
+
+def test_sparsemax_matches_entmax_reference():
+    z = torch.randn(500, 7, dtype=torch.float64) * 3
+    torch.testing.assert_close(sparsemax(z), entmax.sparsemax(z, dim=-1), rtol=1e-12, atol=1e-12)
+    # a wide range of scales, including near-ties
+    z2 = torch.cat([torch.randn(200, 12, dtype=torch.float64) * 1e-3, torch.randn(200, 12, dtype=torch.float64) * 1e3])
+    torch.testing.assert_close(sparsemax(z2), entmax.sparsemax(z2, dim=-1), rtol=1e-10, atol=1e-12)
+
+
+def test_sparsemax_gradient_matches_entmax():
+    z = torch.randn(64, 9, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(64, 9, dtype=torch.float64)
+    (ours,) = torch.autograd.grad((sparsemax(z) * g).sum(), z)
+    z2 = z.detach().clone().requires_grad_(True)
+    (ref,) = torch.autograd.grad((entmax.sparsemax(z2, dim=-1) * g).sum(), z2)
+    torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_sparsemax_gradcheck():
+    # away from support changes the Jacobian is exact; gradcheck in float64
+    z = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(sparsemax, (z,), eps=1e-7, atol=1e-6)
+
+
+def test_smoothed_loss_gradcheck_both_omegas():
+    X, C = sample_tasks(2, 12, 2, 3, generator=0, dtype=torch.float64)
+    C = C.clone().requires_grad_(True)
+    for omega in ("ne", "l2"):
+        assert torch.autograd.gradcheck(lambda c: smoothed_kmeans_loss(X, c, omega, 0.05), (C,), eps=1e-7, atol=1e-6)
+
+
+@given(st.integers(2, 12), st.floats(0.01, 10.0))
+@settings(max_examples=50, deadline=None)
+def test_sparsemax_is_a_simplex_projection(k, scale):
+    z = torch.randn(20, k, dtype=torch.float64) * scale
+    p = sparsemax(z)
+    assert (p >= 0).all()
+    torch.testing.assert_close(p.sum(-1), torch.ones(20, dtype=torch.float64))
+    kappa, N = sparsemax_threshold(z)
+    assert torch.equal((p > 0).sum(-1), N)
+    # projection optimality: p minimises |p - z| over the simplex, checked against random simplex points
+    q = torch.distributions.Dirichlet(torch.ones(k, dtype=torch.float64)).sample((20, 50))
+    assert ((p - z).norm(dim=-1)[:, None] <= (q - z[:, None]).norm(dim=-1) + 1e-12).all()
+
+
+@given(st.integers(2, 10), st.sampled_from(["ne", "l2"]), st.floats(1e-3, 10.0))
+@settings(max_examples=60, deadline=None)
+def test_smoothed_loss_upper_bounds_kmeans_loss(k, omega, tau):
+    X, C = sample_tasks(4, 30, 3, k, generator=k, dtype=torch.float64)
+    C = C + 0.05 * torch.randn_like(C)
+    assert (smoothed_kmeans_loss(X, C, omega, tau) >= kmeans_loss(X, C) * (1 - 1e-12)).all()
+    assert (smoothing_gap(X, C, omega, tau) >= 0).all()
+
+
+def test_losses_converge_to_kmeans_as_tau_shrinks():
+    X, C = sample_tasks(4, 50, 2, 5, generator=1, dtype=torch.float64)
+    exact = kmeans_loss(X, C)
+    torch.testing.assert_close(exact, kmeans_objective(X, C))
+    for omega in ("ne", "l2"):
+        gaps = [(smoothed_kmeans_loss(X, C, omega, t) - exact).max().item() for t in (1.0, 0.1, 0.01, 1e-4)]
+        assert all(a >= b for a, b in zip(gaps, gaps[1:]))
+        assert gaps[-1] < 1e-3
+
+
+def test_sparsemax_tighter_than_softmin_at_same_tau():
+    X, C = sample_tasks(16, 100, 2, 6, generator=2, dtype=torch.float64)
+    for tau in (0.01, 0.1, 1.0):
+        assert (smoothed_kmeans_loss(X, C, "l2", tau) <= smoothed_kmeans_loss(X, C, "ne", tau) + 1e-12).all()
+
+
+def test_weight_gap_respects_proposition_H1():
+    r = torch.rand(5000, 6, dtype=torch.float64) * torch.logspace(-3, 2, 5000, dtype=torch.float64)[:, None]
+    for omega in ("ne", "l2"):
+        assert weight_gap(r, omega, 0.1).max().item() <= weight_gap_bound(6, omega) + 1e-12
+    # the worst case of L2: all distances equal (uniform weights) approaches sqrt(1 - 1/k)
+    flat = torch.zeros(1, 6, dtype=torch.float64)
+    assert weight_gap(flat, "l2", 0.1).item() == pytest.approx(math.sqrt(1 - 1 / 6))
+
+
+def test_margin_condition_gives_exact_tightness():
+    X, C = sample_tasks(8, 64, 2, 4, generator=3, dtype=torch.float64)
+    r = sqdist(X, C)
+    tight = sparsemax_is_tight(r, 0.05)
+    gap = smoothing_gap(X, C, "l2", 0.05)
+    assert (gap[tight] <= 1e-15).all()  # zero up to rounding
+    assert (gap[~tight] > 0).all()
+
+
+def test_point_losses_and_constant():
+    X, C = sample_tasks(3, 20, 2, 3, generator=4, dtype=torch.float64)
+    assert smoothed_point_losses(X, C, "ne", 0.1).shape == (3, 20)
+    c = smoothing_constant(X, C, "ne", 0.1)
+    assert c.item() == pytest.approx(smoothing_gap(X, C, "ne", 0.1).sum(-1).max().item())
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda X, C: smoothed_kmeans_loss(X, C, "l1", 0.1), "omega"),
+        (lambda X, C: smoothed_kmeans_loss(X, C, "l2", 0.0), "tau"),
+        (lambda X, C: smoothed_kmeans_loss(X, C, "l2", -1.0), "tau"),
+        (lambda X, C: smoothed_kmeans_loss(X, C, "ne", float("inf")), "tau"),
+        (lambda X, C: smoothed_kmeans_loss(X.masked_fill(X > 0.5, float("nan")), C), "non-finite"),
+        (lambda X, C: sparsemax(torch.tensor([1.0, float("nan")])), "non-finite"),
+        (lambda X, C: weight_gap_bound(1, "l2"), "k"),
+        (lambda X, C: smoothed_kmeans_loss(X, C[..., :1]), "same d"),
+    ],
+)
+def test_bad_input(call, match):
+    X, C = sample_tasks(2, 10, 2, 3, generator=0)
+    with pytest.raises(ValueError, match=match):
+        call(X, C)
