@@ -29,8 +29,11 @@ DEFAULT = "book"
 # Chapter name -> sizes. Every profile defines the same keys (checked in tests).
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
-        "lloyd": dict(n=300, d=2, k=4, steps=10, tasks=16, n_objective=256),
-        "embeddings": dict(d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 10, 16, 25, 64, 100, 256]),
+        "lloyd": dict(n=300, d=2, k=4, steps=15, tasks=32),
+        "embeddings": dict(
+            n=8, d=2, k=6, d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 10, 16, 25, 64, 100, 256],
+            geometry_k=[2, 3, 4, 6, 8, 10, 16],
+        ),
         "attention": dict(n=60, d=2, k=4, gammas=[0.1, 1.0, 10.0, 100.0, 1000.0], frames=12),
         "construction": dict(
             n_grid=[16, 64], d_grid=[1, 3], k_grid=[2, 3, 5, 8], tasks=8, steps=10, table_steps=[1, 2, 5, 10, 20],
@@ -39,8 +42,11 @@ PROFILES: dict[str, dict[str, dict]] = {
         ),
     },
     "book": {
-        "lloyd": dict(n=400, d=2, k=5, steps=20, tasks=64, n_objective=512),
-        "embeddings": dict(d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000]),
+        "lloyd": dict(n=400, d=2, k=5, steps=20, tasks=64),
+        "embeddings": dict(
+            n=8, d=2, k=6, d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+            k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000], geometry_k=[2, 3, 4, 6, 8, 10, 16, 25, 64],
+        ),
         "attention": dict(n=80, d=2, k=5, gammas=[0.1, 1.0, 10.0, 100.0, 1000.0, 1e4], frames=30),
         "construction": dict(
             n_grid=[16, 64, 256], d_grid=[1, 2, 5, 16], k_grid=[2, 3, 5, 6, 8, 13, 16], tasks=16, steps=10,
@@ -49,8 +55,11 @@ PROFILES: dict[str, dict[str, dict]] = {
         ),
     },
     "paper": {
-        "lloyd": dict(n=512, d=2, k=10, steps=20, tasks=256, n_objective=512),
-        "embeddings": dict(d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000]),
+        "lloyd": dict(n=512, d=2, k=10, steps=20, tasks=256),
+        "embeddings": dict(
+            n=8, d=2, k=6, d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+            k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000], geometry_k=[2, 3, 4, 6, 8, 10, 16, 25, 64],
+        ),
         "attention": dict(n=100, d=2, k=5, gammas=[0.1, 1.0, 10.0, 100.0, 1000.0, 1e4], frames=60),
         "construction": dict(
             n_grid=[16, 128, 512], d_grid=[1, 2, 8, 32], k_grid=[2, 3, 5, 6, 8, 10, 16, 25], tasks=32, steps=20,
