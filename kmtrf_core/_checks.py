@@ -60,8 +60,12 @@ def check_tensor(x, name: str, rank: int, last: int | None = None) -> torch.Tens
     return x
 
 
-def check_points_centers(X, C) -> tuple[torch.Tensor, torch.Tensor]:
-    """Check a batch of tasks: points ``X`` (B, n, d) and centers ``C`` (B, k, d)."""
+def check_points_centers(X, C, k_le_n: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check a batch of tasks: points ``X`` (B, n, d) and centers ``C`` (B, k, d).
+
+    ``k_le_n=False`` allows more centers than points (loss evaluations of a
+    few points); clustering itself needs ``k <= n``.
+    """
     check_tensor(X, "X", 3)
     check_tensor(C, "C", 3)
     if X.shape[0] != C.shape[0]:
@@ -71,7 +75,7 @@ def check_points_centers(X, C) -> tuple[torch.Tensor, torch.Tensor]:
     k, n = C.shape[1], X.shape[1]
     if k < 2:
         raise ValueError(f"C must hold k >= 2 centers, got k={k}")
-    if k > n:
+    if k_le_n and k > n:
         raise ValueError(f"k must be <= n, got k={k} centers for n={n} points")
     if X.dtype != C.dtype:
         raise ValueError(f"X and C must share a dtype, got {X.dtype} and {C.dtype}")

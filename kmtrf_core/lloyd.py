@@ -88,7 +88,7 @@ def kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     >>> kmeans_objective(X, C)
     tensor([1.])
     """
-    check_points_centers(X, C)
+    check_points_centers(X, C, k_le_n=False)
     return sqdist(X, C).amin(dim=-1).sum(dim=-1)
 
 

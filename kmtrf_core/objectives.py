@@ -40,6 +40,7 @@ __all__ = [
     "smoothing_constant",
     "sparsemax_is_tight",
     "weight_gap_bound",
+    "worst_weight_gap",
 ]
 
 OMEGAS = ("ne", "l2")
@@ -182,7 +183,7 @@ def kmeans_loss(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
 
 def smoothed_point_losses(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
     """Per-point smoothed losses ``<P_Omega(r_i / tau), r_i>`` (Eq. 24, 26, 29): ``(B, n)``."""
-    check_points_centers(X, C)
+    check_points_centers(X, C, k_le_n=False)
     r = sqdist(X, C)  # (B, n, k)
     return (regularized_weights(r, omega, tau) * r).sum(dim=-1)
 
@@ -236,8 +237,37 @@ def weight_gap_bound(k: int, omega: str) -> float:
     return math.sqrt(1.0 - 1.0 / k) if omega == "l2" else math.sqrt(2.0 * math.log(k))
 
 
+def worst_weight_gap(
+    k: int, omega: str = "l2", tau: float = 0.1, restarts: int = 256, steps: int = 200, generator=None
+) -> tuple[float, torch.Tensor]:
+    """Search for the largest :func:`weight_gap` over ``r`` in ``R^k``: random starts, then gradient ascent.
+
+    A numerical check of how tight Proposition H.1 is: returns the largest gap
+    found and the ``r`` attaining it (``(k,)``, float64).
+
+    >>> gap, r = worst_weight_gap(4, "l2", restarts=16, steps=20, generator=torch.Generator().manual_seed(0))
+    >>> gap <= weight_gap_bound(4, "l2") + 1e-12
+    True
+    """
+    omega, tau = _check_omega(omega), _check_tau(tau)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+        raise ValueError(f"k must be an int >= 2, got {k!r}")
+    scales = torch.logspace(-3, 1, restarts, dtype=torch.float64)[:, None] * tau
+    r = (torch.rand(restarts, k, generator=generator, dtype=torch.float64) * scales).requires_grad_(True)
+    opt = torch.optim.Adam([r], lr=0.05 * tau)
+    for _ in range(steps):
+        opt.zero_grad()
+        (-weight_gap(r, omega, tau).sum()).backward()
+        opt.step()
+    with torch.no_grad():
+        gaps = weight_gap(r, omega, tau)
+        best = int(gaps.argmax())
+        return gaps[best].item(), r[best].detach().clone()
+
+
 def smoothing_gap(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
     """Per-point gap ``L~ - L >= 0`` between the smoothed and the exact loss: ``(B, n)``."""
+    check_points_centers(X, C, k_le_n=False)
     r = sqdist(X, C)
     smooth = (regularized_weights(r, omega, tau) * r).sum(dim=-1)
     return (smooth - r.amin(dim=-1)).clamp_min(0.0)

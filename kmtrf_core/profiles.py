@@ -35,6 +35,15 @@ PROFILES: dict[str, dict[str, dict]] = {
             geometry_k=[2, 3, 4, 6, 8, 10, 16],
         ),
         "attention": dict(n=60, d=2, k=4, gammas=[0.1, 1.0, 10.0, 100.0, 1000.0], frames=12),
+        "smoothing": dict(
+            n=128, d=2, k=6, tasks=16, taus=[0.01, 0.03, 0.1, 0.3, 1.0, 3.0], k_grid=[2, 4, 10], restarts=64,
+            search_steps=100, random_r=20000, frames=10,
+        ),
+        "lipschitz": dict(
+            n=512, k=6, d=4, d_grid=[2, 4, 8, 16, 32, 64, 128], k_grid=[2, 4, 6, 10, 16, 32, 64],
+            gammas=[0.25, 0.5, 1.0, 2.0, 4.0], taus=[0.01, 0.1, 1.0], emp_n=32, emp_k=4, emp_d_grid=[2, 4, 8],
+            emp_tasks=4, pairs=12,
+        ),
         "construction": dict(
             n_grid=[16, 64], d_grid=[1, 3], k_grid=[2, 3, 5, 8], tasks=8, steps=10, table_steps=[1, 2, 5, 10, 20],
             table_tasks=32, table_n=128, table_d=4, table_k=6, gammas=[1.0, 10.0, 100.0, 1000.0, 1e4],
@@ -48,6 +57,15 @@ PROFILES: dict[str, dict[str, dict]] = {
             k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000], geometry_k=[2, 3, 4, 6, 8, 10, 16, 25, 64],
         ),
         "attention": dict(n=80, d=2, k=5, gammas=[0.1, 1.0, 10.0, 100.0, 1000.0, 1e4], frames=30),
+        "smoothing": dict(
+            n=256, d=2, k=6, tasks=64, taus=[0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0], k_grid=[2, 4, 10, 32],
+            restarts=256, search_steps=200, random_r=200000, frames=24,
+        ),
+        "lipschitz": dict(
+            n=512, k=6, d=4, d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 6, 10, 16, 32, 64, 128],
+            gammas=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0], taus=[0.01, 0.1, 1.0], emp_n=64, emp_k=6,
+            emp_d_grid=[2, 4, 8, 16, 32], emp_tasks=8, pairs=48,
+        ),
         "construction": dict(
             n_grid=[16, 64, 256], d_grid=[1, 2, 5, 16], k_grid=[2, 3, 5, 6, 8, 13, 16], tasks=16, steps=10,
             table_steps=[1, 2, 5, 10, 20], table_tasks=256, table_n=256, table_d=8, table_k=10,
@@ -61,6 +79,15 @@ PROFILES: dict[str, dict[str, dict]] = {
             k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000], geometry_k=[2, 3, 4, 6, 8, 10, 16, 25, 64],
         ),
         "attention": dict(n=100, d=2, k=5, gammas=[0.1, 1.0, 10.0, 100.0, 1000.0, 1e4], frames=60),
+        "smoothing": dict(
+            n=512, d=32, k=10, tasks=256, taus=[0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0], k_grid=[2, 4, 10, 32, 100],
+            restarts=1024, search_steps=500, random_r=1000000, frames=40,
+        ),
+        "lipschitz": dict(
+            n=512, k=6, d=4, d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 6, 10, 16, 32, 64, 128],
+            gammas=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0], taus=[0.01, 0.1, 1.0], emp_n=512, emp_k=6,
+            emp_d_grid=[2, 4, 8, 16, 32, 64], emp_tasks=32, pairs=256,
+        ),
         "construction": dict(
             n_grid=[16, 128, 512], d_grid=[1, 2, 8, 32], k_grid=[2, 3, 5, 6, 8, 10, 16, 25], tasks=32, steps=20,
             table_steps=[1, 2, 5, 10, 20], table_tasks=1024, table_n=512, table_d=32, table_k=10,
