@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from ._checks import check_gamma, check_tensor
 
-__all__ = ["sqdist", "attention_weights", "hardmax_weights", "distance_attention"]
+__all__ = ["sqdist", "attention_weights", "hardmax_weights", "distance_attention", "attend"]
 
 IMPLS = ("direct", "sdpa")
 
@@ -145,13 +145,27 @@ def distance_attention(
     gamma = check_gamma(gamma)
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    q = Zq @ Q.transpose(-1, -2)  # (B, q, m)
-    k = Zk @ K.transpose(-1, -2)  # (B, r, m)
-    v = Zk @ V.transpose(-1, -2)  # (B, r, m)
-    if impl == "sdpa" and not math.isinf(gamma):
+    return attend(Zq, Zk, Q, K, V, gamma, impl)
+
+
+def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | None = None, name: str = "weights"):
+    """:func:`distance_attention` without input checks, for the model's hot path.
+
+    Works on any leading batch dimensions: ``Zq`` ``(..., q, m)``, ``Zk``
+    ``(..., r, m)``, projections ``(..., m, m)`` broadcastable against them
+    (an ensemble of models stacks its projections in front). With a ``trace``
+    dict the explicit weights are computed and stored under ``name``.
+    """
+    q = Zq @ Q.transpose(-1, -2)  # (..., q, m)
+    k = Zk @ K.transpose(-1, -2)  # (..., r, m)
+    v = Zk @ V.transpose(-1, -2)  # (..., r, m)
+    if trace is None and impl == "sdpa" and not math.isinf(gamma):
         m = Zq.shape[-1]
         ones = q.new_ones(q.shape[:-1] + (1,))
-        q_aug = torch.cat([q, ones], dim=-1)  # (B, q, m+1)
-        k_aug = torch.cat([2.0 * k, -(k * k).sum(-1, keepdim=True)], dim=-1)  # (B, r, m+1)
+        q_aug = torch.cat([q, ones], dim=-1)  # (..., q, m+1)
+        k_aug = torch.cat([2.0 * k, -(k * k).sum(-1, keepdim=True)], dim=-1)  # (..., r, m+1)
         return F.scaled_dot_product_attention(q_aug, k_aug, v, scale=gamma / math.sqrt(m))
-    return attention_weights(q, k, gamma) @ v
+    W = attention_weights(q, k, gamma)  # (..., q, r)
+    if trace is not None:
+        trace[name] = W
+    return W @ v

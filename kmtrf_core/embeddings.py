@@ -163,14 +163,14 @@ def embed(
     >>> Xb.shape, Cb.shape
     (torch.Size([2, 7, 6]), torch.Size([2, 5, 6]))
     """
-    check_points_centers(X, C)
-    B, n, _ = X.shape
-    k = C.shape[1]
+    if X.dim() == 3:
+        check_points_centers(X, C)
+    k = C.shape[-2]
     if codes is None:
         codes = cluster_codes(k, scheme, dtype=X.dtype, device=X.device)  # (k, m)
     elif codes.dim() != 2 or codes.shape[0] != k:
         raise ValueError(f"codes must have shape (k, m) with k={k}, got {tuple(codes.shape)}")
     m = codes.shape[1]
-    X_bar = torch.cat([X, X.new_zeros(B, n, m)], dim=2)  # (B, n, d_emb)
-    C_bar = torch.cat([C, codes.expand(B, k, m)], dim=2)  # (B, k, d_emb)
+    X_bar = torch.cat([X, X.new_zeros(X.shape[:-1] + (m,))], dim=-1)  # (B, n, d_emb)
+    C_bar = torch.cat([C, codes.expand(C.shape[:-1] + (m,))], dim=-1)  # (B, k, d_emb)
     return X_bar, C_bar

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ._checks import check_gamma, check_points_centers, check_positive_int, check_scheme, check_k
-from .attention import IMPLS, attention_weights, distance_attention
+from .attention import IMPLS, attend
 from .embeddings import cluster_codes, embed
 
 __all__ = ["ClusterTransformer"]
@@ -48,11 +48,18 @@ class ClusterTransformer(nn.Module):
         Of the parameters.
     impl : {"direct", "sdpa"}
         Finite-gamma attention kernel (see :func:`~kmtrf_core.attention.distance_attention`).
+    ensemble : int, optional
+        Stack ``S`` independent layers (e.g. one per training seed) that run
+        as one vectorized model: the projections get a leading ``S`` axis and
+        the forward maps tasks ``(B, n, d)`` (shared) or ``(S, B, n, d)`` (one
+        batch per member) to centers ``(S, B, k, d)``. See :meth:`stack` and
+        :meth:`members`.
 
     Attributes
     ----------
     Q, K, V : torch.nn.Parameter
-        ``(4, d_emb, d_emb)``; index ``mu - 1`` holds attention ``mu`` of Eq. 4.
+        ``(4, d_emb, d_emb)`` (``(S, 4, d_emb, d_emb)`` for an ensemble); index
+        ``mu - 1`` holds attention ``mu`` of Eq. 4.
     codes : torch.Tensor
         Buffer ``(k, m)``, the cluster codes the center tokens carry.
 
@@ -78,8 +85,12 @@ class ClusterTransformer(nn.Module):
         dtype: torch.dtype = torch.float32,
         device=None,
         impl: str = "direct",
+        ensemble: int | None = None,
     ) -> None:
         super().__init__()
+        if ensemble is not None:
+            check_positive_int(ensemble, "ensemble")
+        self.ensemble = ensemble
         self.d = check_positive_int(d, "d")
         self.k = check_k(k)
         self.gamma = check_gamma(gamma)
@@ -103,8 +114,10 @@ class ClusterTransformer(nn.Module):
         self.d_emb = m
         bound = 1.0 / math.sqrt(m)
 
+        shape = (4, m, m) if ensemble is None else (ensemble, 4, m, m)
+
         def init() -> nn.Parameter:
-            w = torch.rand(4, m, m, generator=generator, dtype=dtype, device=device)
+            w = torch.rand(shape, generator=generator, dtype=dtype, device=device)
             return nn.Parameter((2.0 * w - 1.0) * bound)
 
         self.Q, self.K, self.V = init(), init(), init()
@@ -120,12 +133,11 @@ class ClusterTransformer(nn.Module):
         """Initial token embeddings ``(X_bar (B, n, d_emb), C_bar (B, k, d_emb))``."""
         return embed(X, C, codes=self.codes.to(X.dtype))
 
-    def _attend(self, mu: int, Zq: torch.Tensor, Zk: torch.Tensor, trace: dict | None) -> torch.Tensor:
-        if trace is None:
-            return distance_attention(Zq, Zk, self.Q[mu], self.K[mu], self.V[mu], self.gamma, impl=self.impl)
-        W = attention_weights(Zq @ self.Q[mu].T, Zk @ self.K[mu].T, self.gamma)  # (B, q, r)
-        trace[f"weights_{mu + 1}"] = W
-        return W @ (Zk @ self.V[mu].T)
+    def _projections(self, mu: int):
+        Q, K, V = self.Q[..., mu, :, :], self.K[..., mu, :, :], self.V[..., mu, :, :]
+        if self.ensemble is not None:  # (S, m, m) -> (S, 1, m, m), against tokens (S, B, q, m)
+            Q, K, V = Q.unsqueeze(1), K.unsqueeze(1), V.unsqueeze(1)
+        return Q, K, V
 
     def layer(
         self, X_bar: torch.Tensor, C_bar: torch.Tensor, trace: dict | None = None
@@ -137,9 +149,13 @@ class ClusterTransformer(nn.Module):
         updates under ``"update_x"`` / ``"update_c"``
         (see :func:`kmtrf_core.construction.layer_trace`).
         """
-        update_x = self._attend(0, X_bar, C_bar, trace) + self._attend(1, X_bar, X_bar, trace)  # (B, n, d_emb)
+
+        def a(mu, Zq, Zk):
+            return attend(Zq, Zk, *self._projections(mu), self.gamma, self.impl, trace, f"weights_{mu + 1}")
+
+        update_x = a(0, X_bar, C_bar) + a(1, X_bar, X_bar)  # (B, n, d_emb)
         X_new = X_bar + update_x
-        update_c = self._attend(2, C_bar, X_new, trace) + self._attend(3, C_bar, C_bar, trace)  # (B, k, d_emb)
+        update_c = a(2, C_bar, X_new) + a(3, C_bar, C_bar)  # (B, k, d_emb)
         if trace is not None:
             trace.update(update_x=update_x, update_c=update_c)
         return X_new, C_bar + update_c
@@ -167,13 +183,18 @@ class ClusterTransformer(nn.Module):
         Returns
         -------
         torch.Tensor or tuple
-            Centers ``(B, k, d)``: the first ``d`` coordinates of the center
-            tokens; with ``return_embeddings``, ``(centers, X_bar, C_bar)``.
+            Centers ``(B, k, d)`` (``(S, B, k, d)`` for an ensemble): the first
+            ``d`` coordinates of the center tokens; with ``return_embeddings``,
+            ``(centers, X_bar, C_bar)``.
         """
-        check_points_centers(X, C)
-        if X.shape[2] != self.d:
+        if self.ensemble is not None:
+            X, C = self._ensemble_inputs(X, C)
+            check_points_centers(X.flatten(0, 1), C.flatten(0, 1))
+        else:
+            check_points_centers(X, C)
+        if X.shape[-1] != self.d:
             raise ValueError(f"X must have d={self.d} columns, got shape {tuple(X.shape)}")
-        if C.shape[1] != self.k:
+        if C.shape[-2] != self.k:
             raise ValueError(f"C must hold k={self.k} centers, got shape {tuple(C.shape)}")
         check_positive_int(steps, "steps")
         X_bar, C_bar = self.embed(X, C)
@@ -183,6 +204,60 @@ class ClusterTransformer(nn.Module):
         if return_embeddings:
             return centers, X_bar, C_bar
         return centers
+
+    def _ensemble_inputs(self, X: torch.Tensor, C: torch.Tensor):
+        S = self.ensemble
+        if X.dim() == 3 and C.dim() == 3:
+            return X.expand(S, *X.shape), C.expand(S, *C.shape)
+        if X.dim() == 4 and C.dim() == 4 and X.shape[0] == S and C.shape[0] == S:
+            return X, C
+        raise ValueError(
+            f"an ensemble of {S} takes X (B, n, d) and C (B, k, d), or X ({S}, B, n, d) and C ({S}, B, k, d); "
+            f"got X {tuple(X.shape)} and C {tuple(C.shape)}"
+        )
+
+    def _config(self) -> dict:
+        return dict(d=self.d, k=self.k, scheme=self.scheme, gamma=self.gamma, impl=self.impl)
+
+    @classmethod
+    def stack(cls, models) -> "ClusterTransformer":
+        """An ensemble holding copies of the projections of several single models of one configuration.
+
+        >>> g = torch.Generator().manual_seed(0)
+        >>> ms = [ClusterTransformer(2, 3, generator=g) for _ in range(3)]
+        >>> ens = ClusterTransformer.stack(ms)
+        >>> X, C = torch.rand(5, 10, 2), torch.rand(5, 3, 2)
+        >>> torch.allclose(ens(X, C)[1], ms[1](X, C))
+        True
+        """
+        models = list(models)
+        if not models or any(m.ensemble is not None for m in models):
+            raise ValueError("models must be a non-empty sequence of single (non-ensemble) models")
+        first = models[0]
+        if any(m._config() != first._config() or not torch.equal(m.codes, first.codes) for m in models):
+            raise ValueError("models must share d, k, scheme, codes, gamma and impl")
+        ens = cls(first.d, first.k, first.scheme, first.gamma, impl=first.impl, ensemble=len(models),
+                  codes=first.codes if first.scheme == "custom" else None,
+                  dtype=first.Q.dtype, device=first.Q.device)
+        with torch.no_grad():
+            for name in "QKV":
+                getattr(ens, name).copy_(torch.stack([getattr(m, name) for m in models]))
+        return ens
+
+    def members(self) -> list:
+        """The single models of an ensemble (copies), in order."""
+        if self.ensemble is None:
+            return [self]
+        out = []
+        for i in range(self.ensemble):
+            m = ClusterTransformer(self.d, self.k, self.scheme, self.gamma, impl=self.impl,
+                                   codes=self.codes if self.scheme == "custom" else None,
+                                   dtype=self.Q.dtype, device=self.Q.device)
+            with torch.no_grad():
+                for name in "QKV":
+                    getattr(m, name).copy_(getattr(self, name)[i])
+            out.append(m)
+        return out
 
     @classmethod
     def from_lloyd(
