@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["median_iqr", "heatmap", "plot_task"]
+__all__ = ["median_iqr", "heatmap", "plot_task", "training_curves", "run_label"]
 
 
 def _np(x) -> np.ndarray:
@@ -76,3 +76,34 @@ def plot_task(ax, X, C=None, labels=None, centers_after=None, s: float = 6.0):
                 ax.plot([c0[0], c1[0]], [c0[1], c1[1]], color="gray", linewidth=0.8)
     ax.set_aspect("equal")
     return ax
+
+
+def run_label(key) -> str:
+    """``("oh", "l2") -> "OH:L2"``: the paper's curve labels (Appendix F)."""
+    key = key if isinstance(key, tuple) else (key,)
+    return ":".join(str(v).upper() for v in key)
+
+
+def training_curves(ax_train, ax_val, history, by=("scheme", "omega"), window: int = 10, x: str = "step",
+                    lloyd: bool = True, colors: dict | None = None):
+    """Figure 2 style: per group, the median and IQR over seeds of the training loss
+    (a running mean over ``window`` steps) on ``ax_train`` and of the relative
+    validation loss (Eq. 20) on ``ax_val``, with the one-Lloyd-step line at 1.
+
+    ``history`` is the table of :func:`kmtrf_core.train.train` or
+    :func:`~kmtrf_core.train.sweep`; ``x`` is ``"step"`` or ``"wall_time"``.
+    """
+    for key, part in history.groupby(list(by)):
+        label = run_label(key)
+        color = None if colors is None else colors.get(label)
+        tr = part.dropna(subset=["train_loss"]).pivot_table(index=x, columns="seed", values="train_loss")
+        tr = tr.rolling(window, min_periods=1).mean()
+        median_iqr(ax_train, tr.index.to_numpy(), tr.to_numpy().T, label=label, color=color)
+        va = part.dropna(subset=["val_relative_loss"]).pivot_table(index=x, columns="seed", values="val_relative_loss")
+        median_iqr(ax_val, va.index.to_numpy(), va.to_numpy().T, label=label, color=color)
+    if lloyd:
+        ax_val.axhline(1.0, color="black", ls=":", lw=1, label="1 Lloyd step")
+    ax_train.set_ylabel("training loss")
+    ax_val.set_ylabel("relative validation loss")
+    ax_val.set_xlabel("wall time (s)" if x == "wall_time" else "step")
+    return ax_train, ax_val

@@ -44,6 +44,13 @@ PROFILES: dict[str, dict[str, dict]] = {
             gammas=[0.25, 0.5, 1.0, 2.0, 4.0], taus=[0.01, 0.1, 1.0], emp_n=32, emp_k=4, emp_d_grid=[2, 4, 8],
             emp_tasks=4, pairs=12,
         ),
+        "training": dict(
+            n=48, k=6, batch=8, steps=40, seeds=[0, 1], val_tasks=32, val_every=10, window=5,
+            fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
+            ablation_steps=20, fig10_taus=[1.0, 0.1], fig11_lrs=[0.01, 0.1], fig13_ns=[32, 64],
+            fig14_ds=[4, 8], fig15_ks=[6, 10], fig15_cases=[[4, 0.1]], fig17_ns=[32, 64], fig17_dk=[8, 8],
+            bench_steps=10,
+        ),
         "construction": dict(
             n_grid=[16, 64], d_grid=[1, 3], k_grid=[2, 3, 5, 8], tasks=8, steps=10, table_steps=[1, 2, 5, 10, 20],
             table_tasks=32, table_n=128, table_d=4, table_k=6, gammas=[1.0, 10.0, 100.0, 1000.0, 1e4],
@@ -66,6 +73,13 @@ PROFILES: dict[str, dict[str, dict]] = {
             gammas=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0], taus=[0.01, 0.1, 1.0], emp_n=64, emp_k=6,
             emp_d_grid=[2, 4, 8, 16, 32], emp_tasks=8, pairs=48,
         ),
+        "training": dict(
+            n=128, k=6, batch=32, steps=300, seeds=[0, 1, 2], val_tasks=96, val_every=15, window=15,
+            fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
+            ablation_steps=150, fig10_taus=[1.0, 0.1], fig11_lrs=[0.001, 0.01, 0.1], fig13_ns=[64, 128],
+            fig14_ds=[4, 16], fig15_ks=[6, 16], fig15_cases=[[4, 0.1]], fig17_ns=[128, 256], fig17_dk=[16, 16],
+            bench_steps=20,
+        ),
         "construction": dict(
             n_grid=[16, 64, 256], d_grid=[1, 2, 5, 16], k_grid=[2, 3, 5, 6, 8, 13, 16], tasks=16, steps=10,
             table_steps=[1, 2, 5, 10, 20], table_tasks=256, table_n=256, table_d=8, table_k=10,
@@ -87,6 +101,14 @@ PROFILES: dict[str, dict[str, dict]] = {
             n=512, k=6, d=4, d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 6, 10, 16, 32, 64, 128],
             gammas=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0], taus=[0.01, 0.1, 1.0], emp_n=512, emp_k=6,
             emp_d_grid=[2, 4, 8, 16, 32, 64], emp_tasks=32, pairs=256,
+        ),
+        "training": dict(
+            n=512, k=6, batch=32, steps=10000, seeds=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], val_tasks=320, val_every=100,
+            window=100, fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
+            ablation_steps=10000, fig10_taus=[1.0, 0.25, 0.14, 0.1], fig11_lrs=[0.001, 0.01, 0.1, 1.0],
+            fig13_ns=[128, 256, 512, 1024], fig14_ds=[4, 8, 16, 32], fig15_ks=[6, 10, 16, 25],
+            fig15_cases=[[4, 1.0], [4, 0.1], [32, 1.0], [32, 0.1]], fig17_ns=[256, 512, 1024], fig17_dk=[16, 16],
+            bench_steps=100,
         ),
         "construction": dict(
             n_grid=[16, 128, 512], d_grid=[1, 2, 8, 32], k_grid=[2, 3, 5, 6, 8, 10, 16, 25], tasks=32, steps=20,

@@ -39,13 +39,32 @@ from .objectives import OMEGAS, smoothed_kmeans_loss
 from .profiles import default_device
 from .tasks import FAMILIES, sample_tasks
 
-__all__ = ["TrainConfig", "TrainingDiverged", "train", "relative_loss", "load_checkpoint", "main"]
+__all__ = [
+    "TrainConfig",
+    "TrainingDiverged",
+    "train",
+    "sweep",
+    "convergence_summary",
+    "relative_loss",
+    "validation_tasks",
+    "load_checkpoint",
+    "main",
+]
 
 HISTORY_COLUMNS = ("step", "seed", "train_loss", "val_relative_loss", "wall_time")
+SWEEP_COLUMNS = ("d", "k", "n", "scheme", "omega", "tau", "gamma", "lr", "clip")
 
 
 class TrainingDiverged(RuntimeError):
-    """A training loss became NaN or infinite."""
+    """A training loss became NaN or infinite.
+
+    Attributes ``step``, ``seed`` and ``history`` (the rows up to the failure,
+    a pandas DataFrame) tell where and what happened.
+    """
+
+    def __init__(self, message: str, step: int, seed: int, history=None):
+        super().__init__(message)
+        self.step, self.seed, self.history = step, seed, history
 
 
 @dataclass
@@ -182,6 +201,12 @@ def _sample(config: TrainConfig, generator, batch: int, device):
     )
 
 
+def validation_tasks(config: TrainConfig, device=None):
+    """The fixed held-out tasks ``(X, C)`` that :func:`train` validates on (seed ``config.val_seed``)."""
+    device = torch.device(device) if device is not None else default_device()
+    return _sample(config, torch.Generator(device=device).manual_seed(config.val_seed), config.val_tasks, device)
+
+
 def relative_loss(model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor, chunk: int = 64) -> torch.Tensor:
     """Relative loss of Eq. 20 per task: ``L(X, F(X, C)) / L(X, Lloyd_1(X, C))``.
 
@@ -291,7 +316,7 @@ def train(
     params = [model.Q, model.K, model.V]
     optimizer = torch.optim.Adam(params, lr=config.lr)
     task_gens = [_task_generator(seed, device) for seed in seeds]
-    X_val, C_val = _sample(config, torch.Generator(device=device).manual_seed(config.val_seed), config.val_tasks, device)
+    X_val, C_val = validation_tasks(config, device)
 
     rows: list[tuple] = []
     start_step, elapsed = 0, 0.0
@@ -348,9 +373,11 @@ def train(
         values = per_seed.detach().cpu()
         bad = ~torch.isfinite(values)
         if bool(bad.any()):
+            seed = seeds[int(bad.nonzero()[0])]
             raise TrainingDiverged(
-                f"non-finite training loss at step {step} for seed {seeds[int(bad.nonzero()[0])]} "
-                f"(losses {values.tolist()}); try gradient clipping (TrainConfig.clip) or a smaller lr"
+                f"non-finite training loss at step {step} for seed {seed} "
+                f"(losses {values.tolist()}); try gradient clipping (TrainConfig.clip) or a smaller lr",
+                step=step, seed=seed, history=pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)),
             )
         if config.clip is not None:
             _clip_per_member(params, config.clip, S > 1)
@@ -368,6 +395,96 @@ def train(
     model.eval()
     history = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
     return model, history
+
+
+def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress: bool = False):
+    """Train every combination of ``grid`` values on top of ``base``; one tidy history for all.
+
+    Parameters
+    ----------
+    base : TrainConfig
+    grid : dict
+        Field name -> list of values, e.g. ``{"scheme": ["oh", "bn"], "tau": [1.0, 0.1]}``.
+    on_diverge : {"raise", "record"}
+        ``"record"`` keeps the rows up to a divergence and marks the run
+        (column ``diverged``) instead of stopping the sweep.
+
+    Returns
+    -------
+    models : dict
+        ``tuple(values in grid order) -> model`` (``None`` for a diverged run).
+    history : pandas.DataFrame
+        The histories of all runs, with a column for each grid field and for
+        the main config fields (``d, k, n, scheme, omega, tau, gamma, lr, clip``),
+        and ``diverged``.
+
+    Examples
+    --------
+    >>> base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+    >>> models, hist = sweep(base, {"scheme": ["oh", "bn"]})
+    >>> sorted(models), sorted(hist.scheme.unique())
+    ([('bn',), ('oh',)], ['bn', 'oh'])
+    """
+    import itertools
+
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    if on_diverge not in ("raise", "record"):
+        raise ValueError(f"on_diverge must be 'raise' or 'record', got {on_diverge!r}")
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = [key for key in grid if key not in fields]
+    if unknown:
+        raise ValueError(f"grid has fields TrainConfig does not: {unknown}")
+    names = list(grid)
+    models, frames = {}, []
+    combos = list(itertools.product(*(grid[name] for name in names)))
+    for values in tqdm(combos, disable=not progress, desc="sweep"):
+        config = dataclasses.replace(base, **dict(zip(names, values)))
+        try:
+            model, hist = train(config)
+            hist = hist.assign(diverged=False)
+        except TrainingDiverged as err:
+            if on_diverge == "raise":
+                raise
+            model, hist = None, err.history.assign(diverged=True)
+        for name in dict.fromkeys((*SWEEP_COLUMNS, *names)):
+            value = getattr(config, name)
+            hist[name] = [value if not isinstance(value, tuple) else "+".join(map(str, value))] * len(hist)
+        models[tuple(values)] = model
+        frames.append(hist)
+    return models, pd.concat(frames, ignore_index=True)
+
+
+def convergence_summary(history, by=("scheme", "omega"), fraction: float = 0.9):
+    """Per group, medians over seeds of: the final relative validation loss, the final training
+    loss (mean of the last tenth of the steps), and the first validation step by which the
+    validation loss has made ``fraction`` of its total improvement (a convergence speed).
+
+    Returns a pandas DataFrame indexed by the ``by`` columns.
+    """
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for key, part in history.groupby(list(by)):
+        key = key if isinstance(key, tuple) else (key,)
+        finals, trains, speeds = [], [], []
+        for _, run in part.groupby("seed"):
+            val = run.dropna(subset=["val_relative_loss"])
+            v = val.val_relative_loss.to_numpy()
+            steps = val.step.to_numpy()
+            finals.append(v[-1])
+            tl = run.dropna(subset=["train_loss"]).train_loss.to_numpy()
+            trains.append(tl[-max(1, len(tl) // 10):].mean() if len(tl) else np.nan)
+            target = v[0] - fraction * (v[0] - v[-1])
+            reached = np.nonzero(v <= target)[0] if v[-1] < v[0] else np.array([], dtype=int)
+            speeds.append(steps[reached[0]] if len(reached) else np.nan)
+        rows.append(dict(zip(by, key), final_val_relative=float(np.median(finals)),
+                         final_train_loss=float(np.median(trains)),
+                         steps_to_converge=float(np.nanmedian(speeds)) if not np.all(np.isnan(speeds)) else np.nan,
+                         seeds=len(finals)))
+    return pd.DataFrame(rows).set_index(list(by))
 
 
 def _clip_per_member(params, max_norm: float, ensemble: bool) -> None:

@@ -183,3 +183,44 @@ def test_cli_help_documents_every_option(capsys):
 def test_cli_rejects_invalid_values():
     with pytest.raises(SystemExit, match="TrainConfig.tau"):
         main(["--tau", "-1", "--steps", "1"])
+
+
+def test_sweep_records_divergence_and_labels_runs(monkeypatch):
+    real = train_module.smoothed_kmeans_loss
+
+    def poisoned(X, C, omega, tau):
+        out = real(X, C, omega, tau)
+        return out * math.nan if omega == "ne" else out
+
+    monkeypatch.setattr(train_module, "smoothed_kmeans_loss", poisoned)
+    base = TrainConfig(**TINY)
+    models, hist = train_module.sweep(base, {"omega": ["ne", "l2"], "tau": [0.5]}, on_diverge="record")
+    assert models[("ne", 0.5)] is None and models[("l2", 0.5)] is not None
+    flags = hist.groupby("omega").diverged.all()
+    assert flags["ne"] and not flags["l2"]
+    for column in ("d", "k", "n", "scheme", "omega", "tau", "gamma", "lr", "clip"):
+        assert column in hist.columns
+    with pytest.raises(TrainingDiverged):
+        train_module.sweep(base, {"omega": ["ne"]})
+    with pytest.raises(ValueError, match="grid"):
+        train_module.sweep(base, {"colour": ["red"]})
+
+
+def test_convergence_summary_and_curves():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kmtrf_core.plotting import training_curves
+
+    _, hist = train_module.sweep(TrainConfig(**{**TINY, "steps": 9}, seeds=(0, 1)), {"scheme": ["oh", "bn"]})
+    summary = train_module.convergence_summary(hist, by=("scheme", "omega"))
+    assert list(summary.columns) == ["final_val_relative", "final_train_loss", "steps_to_converge", "seeds"]
+    assert (summary.seeds == 2).all()
+    last = hist[hist.step == 9].groupby("scheme").val_relative_loss.median()
+    assert summary.loc[("oh", "l2"), "final_val_relative"] == pytest.approx(last["oh"])
+    fig, (a, b) = plt.subplots(2)
+    training_curves(a, b, hist)
+    assert len(b.lines) == 3  # two groups and the Lloyd line
+    plt.close(fig)
