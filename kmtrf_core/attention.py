@@ -161,10 +161,19 @@ def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | No
     v = Zk @ V.transpose(-1, -2)  # (..., r, m)
     if trace is None and impl == "sdpa" and not math.isinf(gamma):
         m = Zq.shape[-1]
-        ones = q.new_ones(q.shape[:-1] + (1,))
-        q_aug = torch.cat([q, ones], dim=-1)  # (..., q, m+1)
+        q_aug = torch.cat([q, q.new_ones(q.shape[:-1] + (1,))], dim=-1)  # (..., q, m+1)
         k_aug = torch.cat([2.0 * k, -(k * k).sum(-1, keepdim=True)], dim=-1)  # (..., r, m+1)
-        return F.scaled_dot_product_attention(q_aug, k_aug, v, scale=gamma / math.sqrt(m))
+        v_pad = torch.cat([v, v.new_zeros(v.shape[:-1] + (1,))], dim=-1)  # (..., r, m+1)
+        # the fused (flash) kernel wants 4-D (batch, heads, length, dim) and one head dim for q, k, v;
+        # otherwise PyTorch falls back to the math kernel, which stores the q x r weights
+        lead = q_aug.shape[:-2]
+        out = F.scaled_dot_product_attention(
+            q_aug.reshape(-1, 1, *q_aug.shape[-2:]),
+            k_aug.reshape(-1, 1, *k_aug.shape[-2:]),
+            v_pad.reshape(-1, 1, *v_pad.shape[-2:]),
+            scale=gamma / math.sqrt(m),
+        )
+        return out[..., :m].reshape(*lead, q.shape[-2], m)
     W = attention_weights(q, k, gamma)  # (..., q, r)
     if trace is not None:
         trace[name] = W
