@@ -30,6 +30,10 @@ DEFAULT = "book"
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
         "lloyd": dict(n=300, d=2, k=4, steps=15, tasks=32),
+        "profiling": dict(
+            n=256, batch=8, repeats=3, warmup=1, d_grid=[4, 16, 64], k_grid=[10, 25, 100], impl="direct",
+            table_d=32, table_n=512, table_batch=4, table_k=[6, 25, 100, 400], table_impls=["direct", "sdpa"],
+        ),
         "embeddings": dict(
             n=8, d=2, k=6, d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 10, 16, 25, 64, 100, 256],
             geometry_k=[2, 3, 4, 6, 8, 10, 16],
@@ -59,6 +63,11 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     "book": {
         "lloyd": dict(n=400, d=2, k=5, steps=20, tasks=64),
+        "profiling": dict(
+            n=512, batch=8, repeats=5, warmup=2, d_grid=[4, 8, 16, 32, 64, 128], k_grid=[10, 16, 25, 40, 64, 100],
+            impl="direct", table_d=32, table_n=1024, table_batch=4, table_k=[6, 25, 100, 400, 1000],
+            table_impls=["direct", "sdpa"],
+        ),
         "embeddings": dict(
             n=8, d=2, k=6, d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
             k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000], geometry_k=[2, 3, 4, 6, 8, 10, 16, 25, 64],
@@ -74,9 +83,9 @@ PROFILES: dict[str, dict[str, dict]] = {
             emp_d_grid=[2, 4, 8, 16, 32], emp_tasks=8, pairs=48,
         ),
         "training": dict(
-            n=128, k=6, batch=32, steps=300, seeds=[0, 1, 2], val_tasks=96, val_every=15, window=15,
+            n=128, k=6, batch=32, steps=200, seeds=[0, 1, 2], val_tasks=64, val_every=10, window=10,
             fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
-            ablation_steps=150, fig10_taus=[1.0, 0.1], fig11_lrs=[0.001, 0.01, 0.1], fig13_ns=[64, 128],
+            ablation_steps=100, fig10_taus=[1.0, 0.1], fig11_lrs=[0.001, 0.01, 0.1], fig13_ns=[64, 128],
             fig14_ds=[4, 16], fig15_ks=[6, 16], fig15_cases=[[4, 0.1]], fig17_ns=[128, 256], fig17_dk=[16, 16],
             bench_steps=20,
         ),
@@ -88,6 +97,11 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     "paper": {
         "lloyd": dict(n=512, d=2, k=10, steps=20, tasks=256),
+        "profiling": dict(
+            n=1024, batch=32, repeats=30, warmup=10, d_grid=[4, 8, 16, 32, 64, 128],
+            k_grid=[10, 16, 25, 40, 64, 100], impl="direct", table_d=32, table_n=1024, table_batch=32,
+            table_k=[6, 25, 100, 400, 1000], table_impls=["direct", "sdpa"],
+        ),
         "embeddings": dict(
             n=8, d=2, k=6, d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
             k_grid=[2, 4, 10, 16, 25, 64, 100, 256, 1000], geometry_k=[2, 3, 4, 6, 8, 10, 16, 25, 64],
