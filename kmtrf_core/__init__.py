@@ -40,6 +40,7 @@ from .objectives import (
     weight_gap_bound,
 )
 from .profiles import PROFILES, Profile, default_device, get_profile
+from .profiling import ProfileResult, attention_cost, compare_schemes, machine_description, profile_grid, profile_model
 from .tasks import FAMILIES, make_generator, min_max_scale, sample_tasks, to_unit_cube
 
 __version__ = "0.1.0"
@@ -90,6 +91,12 @@ __all__ = [
     "Profile",
     "default_device",
     "get_profile",
+    "ProfileResult",
+    "attention_cost",
+    "compare_schemes",
+    "machine_description",
+    "profile_grid",
+    "profile_model",
     "FAMILIES",
     "make_generator",
     "min_max_scale",

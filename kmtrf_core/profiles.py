@@ -83,10 +83,10 @@ PROFILES: dict[str, dict[str, dict]] = {
             emp_d_grid=[2, 4, 8, 16, 32], emp_tasks=8, pairs=48,
         ),
         "training": dict(
-            n=128, k=6, batch=32, steps=200, seeds=[0, 1, 2], val_tasks=64, val_every=10, window=10,
+            n=96, k=6, batch=32, steps=150, seeds=[0, 1, 2], val_tasks=48, val_every=10, window=10,
             fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
-            ablation_steps=100, fig10_taus=[1.0, 0.1], fig11_lrs=[0.001, 0.01, 0.1], fig13_ns=[64, 128],
-            fig14_ds=[4, 16], fig15_ks=[6, 16], fig15_cases=[[4, 0.1]], fig17_ns=[128, 256], fig17_dk=[16, 16],
+            ablation_steps=60, fig10_taus=[1.0, 0.1], fig11_lrs=[0.001, 0.01, 0.1], fig13_ns=[64, 96],
+            fig14_ds=[4, 16], fig15_ks=[6, 16], fig15_cases=[[4, 0.1]], fig17_ns=[96, 192], fig17_dk=[16, 16],
             bench_steps=20,
         ),
         "construction": dict(
