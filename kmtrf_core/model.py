@@ -216,6 +216,12 @@ class ClusterTransformer(nn.Module):
             f"got X {tuple(X.shape)} and C {tuple(C.shape)}"
         )
 
+    def _like(self, ensemble: int | None = None) -> "ClusterTransformer":
+        """A model of the same configuration (codes, dtype, device), weights not copied."""
+        return ClusterTransformer(self.d, self.k, self.scheme, self.gamma, impl=self.impl, ensemble=ensemble,
+                                  codes=self.codes if self.scheme == "custom" else None,
+                                  dtype=self.Q.dtype, device=self.Q.device)
+
     def _config(self) -> dict:
         return dict(d=self.d, k=self.k, scheme=self.scheme, gamma=self.gamma, impl=self.impl)
 
@@ -236,9 +242,7 @@ class ClusterTransformer(nn.Module):
         first = models[0]
         if any(m._config() != first._config() or not torch.equal(m.codes, first.codes) for m in models):
             raise ValueError("models must share d, k, scheme, codes, gamma and impl")
-        ens = cls(first.d, first.k, first.scheme, first.gamma, impl=first.impl, ensemble=len(models),
-                  codes=first.codes if first.scheme == "custom" else None,
-                  dtype=first.Q.dtype, device=first.Q.device)
+        ens = first._like(ensemble=len(models))
         with torch.no_grad():
             for name in "QKV":
                 getattr(ens, name).copy_(torch.stack([getattr(m, name) for m in models]))
@@ -250,9 +254,7 @@ class ClusterTransformer(nn.Module):
             return [self]
         out = []
         for i in range(self.ensemble):
-            m = ClusterTransformer(self.d, self.k, self.scheme, self.gamma, impl=self.impl,
-                                   codes=self.codes if self.scheme == "custom" else None,
-                                   dtype=self.Q.dtype, device=self.Q.device)
+            m = self._like()
             with torch.no_grad():
                 for name in "QKV":
                     getattr(m, name).copy_(getattr(self, name)[i])

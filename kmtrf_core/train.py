@@ -207,22 +207,26 @@ def validation_tasks(config: TrainConfig, device=None):
     return _sample(config, torch.Generator(device=device).manual_seed(config.val_seed), config.val_tasks, device)
 
 
-def relative_loss(model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor, chunk: int = 64) -> torch.Tensor:
+def relative_loss(
+    model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor, chunk: int = 64, reference: torch.Tensor | None = None
+) -> torch.Tensor:
     """Relative loss of Eq. 20 per task: ``L(X, F(X, C)) / L(X, Lloyd_1(X, C))``.
 
     For an ensemble the result is ``(S, B)``, else ``(B,)``. Evaluated without
-    gradients, ``chunk`` tasks at a time.
+    gradients, ``chunk`` tasks at a time. ``reference`` may pass the
+    denominators ``L(X, Lloyd_1(X, C))`` ``(B,)`` when they are already known
+    (fixed validation tasks), so they are not recomputed.
     """
-    out = []
     with torch.no_grad():
+        if reference is None:
+            reference = kmeans_objective(X, lloyd(X, C))  # (B,)
+        out = []
         for start in range(0, X.shape[0], chunk):
             Xc, Cc = X[start : start + chunk], C[start : start + chunk]
-            ref = kmeans_objective(Xc, lloyd(Xc, Cc))  # (b,)
             centers = model(Xc, Cc)  # ((S,) b, k, d)
             Xe = Xc.expand(centers.shape[:-2] + Xc.shape[-2:])
-            ours = kmeans_objective(Xe.flatten(0, -3), centers.flatten(0, -3)).view(centers.shape[:-2])
-            out.append(ours / ref)
-    return torch.cat(out, dim=-1)
+            out.append(kmeans_objective(Xe.flatten(0, -3), centers.flatten(0, -3)).view(centers.shape[:-2]))
+    return torch.cat(out, dim=-1) / reference
 
 
 def _atomic_save(obj, path: Path) -> None:
@@ -317,6 +321,8 @@ def train(
     optimizer = torch.optim.Adam(params, lr=config.lr)
     task_gens = [_task_generator(seed, device) for seed in seeds]
     X_val, C_val = validation_tasks(config, device)
+    with torch.no_grad():
+        lloyd_val = kmeans_objective(X_val, lloyd(X_val, C_val))  # the fixed denominators of Eq. 20
 
     rows: list[tuple] = []
     start_step, elapsed = 0, 0.0
@@ -351,7 +357,7 @@ def train(
 
     def validate(step: int) -> list[float]:
         model.eval()
-        rel = relative_loss(model, X_val, C_val, chunk=config.batch)
+        rel = relative_loss(model, X_val, C_val, chunk=config.batch, reference=lloyd_val)
         model.train()
         return rel.reshape(S, -1).mean(dim=1).tolist()
 
