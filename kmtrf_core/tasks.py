@@ -41,8 +41,29 @@ FAMILIES = ("normal", "cauchy", "gumbel", "laplace", "lognormal")
 def make_generator(seed=None, device=None) -> torch.Generator:
     """A ``torch.Generator`` from a seed (int), an existing generator (returned as is) or None (seed 0).
 
+    Parameters
+    ----------
+    seed : int, torch.Generator or None
+        A seed, a generator to pass through unchanged, or None for seed 0.
+    device : torch.device or str, optional
+        Device of a new generator (default the CPU); ignored for a generator.
+
+    Returns
+    -------
+    torch.Generator
+
+    Raises
+    ------
+    ValueError
+        For any other ``seed`` (a float, a bool, a string).
+
+    Examples
+    --------
     >>> make_generator(3).initial_seed()
     3
+    >>> g = torch.Generator().manual_seed(5)
+    >>> make_generator(g) is g
+    True
     """
     if isinstance(seed, torch.Generator):
         return seed
@@ -69,16 +90,28 @@ def _noise(family: str, shape, gen, dtype, device) -> torch.Tensor:
         return torch.tan(math.pi * (u - 0.5))
     if family == "gumbel":
         return -torch.log(-torch.log(u))
-    # laplace, by the inverse CDF
-    c = u - 0.5
-    return -torch.sign(c) * torch.log1p(-2.0 * c.abs())
+    # laplace, by the inverse CDF in the form that stays finite at both ends of (0, 1):
+    # log1p(-2|u - 1/2|) would round u - 1/2 to -1/2 for u < 3e-8 in float32 and return -inf
+    return torch.where(u < 0.5, torch.log(2.0 * u), -torch.log(2.0 * (1.0 - u)))
 
 
 def min_max_scale(X: torch.Tensor) -> torch.Tensor:
     """Per-task, per-dimension min-max scaling of points ``(B, n, d)`` to ``[0, 1]``.
 
-    A constant dimension maps to 0.
+    A constant dimension maps to 0 (Appendix D scales every task this way).
 
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B, n, d)``, each dimension of each task spanning ``[0, 1]``.
+
+    Examples
+    --------
     >>> min_max_scale(torch.tensor([[[1., 5.], [3., 5.], [2., 5.]]])).tolist()
     [[[0.0, 0.0], [1.0, 0.0], [0.5, 0.0]]]
     """
@@ -98,11 +131,17 @@ def to_unit_cube(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.
 
     Parameters
     ----------
-    X : ``(B, n, d)``; C : ``(B, k, d)``.
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Centers ``(B, k, d)``.
 
     Returns
     -------
-    (X, C) in ``[0, 1]``.
+    X : torch.Tensor
+        ``(B, n, d)`` in ``[0, 1]``.
+    C : torch.Tensor
+        ``(B, k, d)`` in ``[0, 1]``.
 
     Examples
     --------

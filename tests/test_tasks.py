@@ -129,3 +129,18 @@ def test_bad_input(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         sample_tasks(**args)
+
+
+def test_noise_is_finite_at_the_ends_of_the_unit_interval(monkeypatch):
+    # regression: the Laplace inverse CDF once returned -inf for u < 3e-8 in float32
+    import kmtrf_core.tasks as tasks_module
+
+    for dtype in (torch.float32, torch.float64):
+        tiny, eps = torch.finfo(dtype).tiny, torch.finfo(dtype).eps
+        ends = torch.tensor([tiny, 1e-30, 1e-9, 0.5, 1.0 - eps], dtype=dtype)
+        monkeypatch.setattr(tasks_module, "_open_uniform", lambda shape, gen, dt, dev, ends=ends: ends.clone())
+        for family in ("cauchy", "gumbel", "laplace"):
+            e = tasks_module._noise(family, ends.shape, None, dtype, "cpu")
+            assert torch.isfinite(e).all(), (family, dtype, e)
+        lap = tasks_module._noise("laplace", ends.shape, None, dtype, "cpu")
+        assert lap[0] < lap[1] < lap[2] < 0 <= lap[3] < lap[4]
