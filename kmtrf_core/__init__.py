@@ -5,6 +5,7 @@ A flat public API: everything a chapter needs is importable from here.
 
 from .attention import attention_weights, distance_attention, hardmax_weights, sqdist
 from .construction import code_geometry, code_lloyd_step, finite_gamma_error, layer_trace, lloyd_weights
+from .dissimilarity import block_labels, block_summary, distance_samples, emd_matrix
 from .embeddings import (
     binary_codes,
     cluster_codes,
@@ -14,6 +15,20 @@ from .embeddings import (
     parameter_count,
     parameter_reduction,
 )
+from .evaluate import (
+    MODES,
+    SHIFTS,
+    center_trajectory,
+    evaluate_models,
+    family_generalization,
+    family_matrix,
+    family_tasks,
+    final_ratios,
+    lloyd_loss_trajectory,
+    loss_trajectory,
+    shifted_tasks,
+)
+from .landscape import Landscape, filter_normalized_direction, loss_surface
 from .lloyd import (
     LloydTrajectory,
     assign,
@@ -42,6 +57,8 @@ from .objectives import (
 from .profiles import PROFILES, Profile, default_device, get_profile
 from .profiling import ProfileResult, attention_cost, compare_schemes, machine_description, profile_grid, profile_model
 from .tasks import FAMILIES, make_generator, min_max_scale, sample_tasks, to_unit_cube
+# ``train`` (the function) is not re-exported: it would hide the module ``kmtrf_core.train``
+from .train import TrainConfig, TrainingDiverged, sweep, train_cached
 
 __version__ = "0.1.0"
 
@@ -102,4 +119,26 @@ __all__ = [
     "min_max_scale",
     "sample_tasks",
     "to_unit_cube",
+    "block_labels",
+    "block_summary",
+    "distance_samples",
+    "emd_matrix",
+    "MODES",
+    "SHIFTS",
+    "center_trajectory",
+    "evaluate_models",
+    "family_generalization",
+    "family_matrix",
+    "family_tasks",
+    "final_ratios",
+    "lloyd_loss_trajectory",
+    "loss_trajectory",
+    "shifted_tasks",
+    "Landscape",
+    "filter_normalized_direction",
+    "loss_surface",
+    "TrainConfig",
+    "TrainingDiverged",
+    "sweep",
+    "train_cached",
 ]

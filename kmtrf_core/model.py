@@ -218,9 +218,11 @@ class ClusterTransformer(nn.Module):
 
     def _like(self, ensemble: int | None = None) -> "ClusterTransformer":
         """A model of the same configuration (codes, dtype, device), weights not copied."""
+        # a private generator: building the copy must not move torch's global random state
+        scratch = torch.Generator(device=self.Q.device).manual_seed(0)
         return ClusterTransformer(self.d, self.k, self.scheme, self.gamma, impl=self.impl, ensemble=ensemble,
                                   codes=self.codes if self.scheme == "custom" else None,
-                                  dtype=self.Q.dtype, device=self.Q.device)
+                                  dtype=self.Q.dtype, device=self.Q.device, generator=scratch)
 
     def _config(self) -> dict:
         return dict(d=self.d, k=self.k, scheme=self.scheme, gamma=self.gamma, impl=self.impl)

@@ -9,7 +9,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["median_iqr", "heatmap", "plot_task", "training_curves", "run_label"]
+__all__ = ["median_iqr", "heatmap", "plot_task", "training_curves", "run_label", "step_curves", "SCHEME_COLORS"]
+
+SCHEME_COLORS = {"OH:NE": "tab:blue", "OH:L2": "tab:cyan", "BN:NE": "tab:red", "BN:L2": "tab:orange",
+                 "NA:NE": "tab:green", "NA:L2": "tab:olive", "OH": "tab:blue", "BN": "tab:red", "NA": "tab:green"}
+"""One colour per curve label, shared by the chapters."""
 
 
 def _np(x) -> np.ndarray:
@@ -23,9 +27,35 @@ def median_iqr(ax, x, Y, label: str | None = None, color=None, axis: int = 0, **
 
     Parameters
     ----------
-    ax : matplotlib Axes
-    x : array ``(T,)``
-    Y : array with ``T`` along the other axis, e.g. ``(seeds, T)``.
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    x : array_like
+        ``(T,)`` abscissae.
+    Y : array_like
+        Curves, ``T`` along the axis other than ``axis``, e.g. ``(seeds, T)``.
+    label : str, optional
+        Legend label of the median curve.
+    color : optional
+        A matplotlib colour; default the next of the cycle.
+    axis : int
+        The axis of ``Y`` to take quantiles over.
+    **kwargs
+        Passed to ``ax.plot``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        ``ax``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> Y = np.array([[1.0, 2.0, 3.0], [2.0, 3.0, 4.0], [3.0, 4.0, 9.0]])
+    >>> _ = median_iqr(ax, [0, 1, 2], Y, label="BN")
+    >>> ax.get_lines()[0].get_ydata().tolist()
+    [2.0, 3.0, 4.0]
+    >>> plt.close(fig)
     """
     Y = _np(Y)
     q25, q50, q75 = np.percentile(Y, [25, 50, 75], axis=axis)
@@ -35,9 +65,38 @@ def median_iqr(ax, x, Y, label: str | None = None, color=None, axis: int = 0, **
 
 
 def heatmap(ax, M, row_labels, col_labels, fmt: str = "{:.2f}", cmap: str = "Greens", text=None, **kwargs):
-    """A matrix as coloured cells with a value (or ``text[i][j]``) written in each.
+    """A matrix as coloured cells with a value (or ``text[i][j]``) written in each (Fig. 1, 8, 9).
 
-    Returns the image, for a colour bar.
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    M : array_like
+        ``(R, K)`` values.
+    row_labels, col_labels : sequence
+        ``R`` and ``K`` tick labels.
+    fmt : str
+        Format of the value written in a cell.
+    cmap : str
+        Colour map.
+    text : sequence of sequence of str, optional
+        ``(R, K)`` texts to write instead of the values.
+    **kwargs
+        Passed to ``ax.imshow``.
+
+    Returns
+    -------
+    matplotlib.image.AxesImage
+        The image, for a colour bar.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> im = heatmap(ax, np.array([[0.5, 1.0], [1.5, 2.0]]), ["a", "b"], [4, 8])
+    >>> im.get_array().shape, [t.get_text() for t in ax.texts]
+    ((2, 2), ['0.50', '1.00', '1.50', '2.00'])
+    >>> plt.close(fig)
     """
     M = _np(M)
     im = ax.imshow(M, cmap=cmap, aspect="auto", **kwargs)
@@ -57,9 +116,36 @@ def plot_task(ax, X, C=None, labels=None, centers_after=None, s: float = 6.0):
 
     Parameters
     ----------
-    X : ``(n, 2)``; C : ``(k, 2)`` initial centers; labels : ``(n,)``;
-    centers_after : ``(k, 2)`` centers after some steps, drawn as stars and
-    joined to their initial position.
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    X : array_like or torch.Tensor
+        Points ``(n, 2)``.
+    C : array_like or torch.Tensor, optional
+        Initial centers ``(k, 2)``.
+    labels : array_like, optional
+        ``(n,)`` cluster (or component) of every point.
+    centers_after : array_like or torch.Tensor, optional
+        Centers ``(k, 2)`` after some steps, drawn as stars and joined to
+        their initial position.
+    s : float
+        Marker size of the points.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        ``ax``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from kmtrf_core.lloyd import lloyd
+    >>> from kmtrf_core.tasks import sample_tasks
+    >>> X, C = sample_tasks(1, 50, 2, 3, generator=0)
+    >>> fig, ax = plt.subplots()
+    >>> _ = plot_task(ax, X[0], C[0], centers_after=lloyd(X, C, steps=3)[0])
+    >>> len(ax.collections), ax.get_legend_handles_labels()[1]
+    (3, ['initial centers', 'final centers'])
+    >>> plt.close(fig)
     """
     X = _np(X)
     if labels is None:
@@ -79,19 +165,67 @@ def plot_task(ax, X, C=None, labels=None, centers_after=None, s: float = 6.0):
 
 
 def run_label(key) -> str:
-    """``("oh", "l2") -> "OH:L2"``: the paper's curve labels (Appendix F)."""
+    """``("oh", "l2") -> "OH:L2"``: the paper's curve labels (Appendix F).
+
+    Parameters
+    ----------
+    key : tuple or scalar
+        A group key, e.g. ``(scheme, omega)``.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> run_label(("oh", "l2")), run_label("bn")
+    ('OH:L2', 'BN')
+    """
     key = key if isinstance(key, tuple) else (key,)
     return ":".join(str(v).upper() for v in key)
 
 
 def training_curves(ax_train, ax_val, history, by=("scheme", "omega"), window: int = 10, x: str = "step",
                     lloyd: bool = True, colors: dict | None = None):
-    """Figure 2 style: per group, the median and IQR over seeds of the training loss
-    (a running mean over ``window`` steps) on ``ax_train`` and of the relative
-    validation loss (Eq. 20) on ``ax_val``, with the one-Lloyd-step line at 1.
+    """Training curves in the style of Figure 2, one per group of runs.
 
-    ``history`` is the table of :func:`kmtrf_core.train.train` or
-    :func:`~kmtrf_core.train.sweep`; ``x`` is ``"step"`` or ``"wall_time"``.
+    Per group, the median and IQR over seeds of the training loss (a running
+    mean over ``window`` steps) on ``ax_train`` and of the relative validation
+    loss (Eq. 20) on ``ax_val``, with the one-Lloyd-step line at 1.
+
+    Parameters
+    ----------
+    ax_train, ax_val : matplotlib.axes.Axes
+        Where to draw the two panels.
+    history : pandas.DataFrame
+        The table of :func:`kmtrf_core.train.train` or :func:`~kmtrf_core.train.sweep`.
+    by : tuple of str
+        Columns that define a curve, labelled by :func:`run_label`.
+    window : int
+        Running-mean window of the training loss, in rows.
+    x : {"step", "wall_time"}
+        The abscissa.
+    lloyd : bool
+        Draw the line at 1 (one Lloyd step) on ``ax_val``.
+    colors : dict, optional
+        Label -> colour, e.g. :data:`SCHEME_COLORS`.
+
+    Returns
+    -------
+    tuple
+        ``(ax_train, ax_val)``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import pandas as pd
+    >>> history = pd.DataFrame({"scheme": "bn", "omega": "l2", "seed": [0, 0, 1, 1], "step": [0, 1, 0, 1],
+    ...     "train_loss": [np.nan, 2.0, np.nan, 3.0], "val_relative_loss": [1.2, 0.9, 1.3, 1.0]})
+    >>> fig, (ax_train, ax_val) = plt.subplots(1, 2)
+    >>> _ = training_curves(ax_train, ax_val, history)
+    >>> [line.get_label() for line in ax_val.get_lines()]
+    ['BN:L2', '1 Lloyd step']
+    >>> plt.close(fig)
     """
     for key, part in history.groupby(list(by)):
         label = run_label(key)
@@ -107,3 +241,62 @@ def training_curves(ax_train, ax_val, history, by=("scheme", "omega"), window: i
     ax_val.set_ylabel("relative validation loss")
     ax_val.set_xlabel("wall time (s)" if x == "wall_time" else "step")
     return ax_train, ax_val
+
+
+def step_curves(ax, table, value: str = "loss", colors: dict | None = None, lloyd: bool = True, label=run_label):
+    """Multi-step curves (Fig. 6, 7, 12, 18), one per model of an evaluation table.
+
+    Per model, the median and IQR over ensemble members of ``value`` after
+    each step, and Lloyd's algorithm in black (its mean loss, or the line at 1
+    for ratios). Diverged steps (infinite loss) are left out of the curve.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw.
+    table : pandas.DataFrame
+        One test and one mode of :func:`kmtrf_core.evaluate.evaluate_models`.
+    value : {"loss", "ratio"}
+        The column to draw.
+    colors : dict, optional
+        Label -> colour; default :data:`SCHEME_COLORS`.
+    lloyd : bool
+        Draw Lloyd's algorithm.
+    label : callable
+        Model label -> legend label; default :func:`run_label`.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        ``ax``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import pandas as pd
+    >>> table = pd.DataFrame({"model": [("bn", "l2")] * 4, "member": [0, 0, 1, 1], "step": [0, 1, 0, 1],
+    ...     "loss": [5.0, 3.0, 5.0, 2.0], "lloyd_loss": [5.0, 4.0, 5.0, 4.0], "ratio": [1.0, 0.75, 1.0, 0.5]})
+    >>> fig, ax = plt.subplots()
+    >>> _ = step_curves(ax, table, value="ratio")
+    >>> [line.get_label() for line in ax.get_lines()], ax.get_lines()[0].get_ydata().tolist()
+    (['BN:L2', 'Lloyd'], [1.0, 0.625])
+    >>> plt.close(fig)
+    """
+    colors = SCHEME_COLORS if colors is None else colors
+    for key, part in table.groupby("model", sort=False):
+        wide = part.pivot_table(index="step", columns="member", values=value, aggfunc="first")
+        Y = wide.to_numpy().T.astype(float)
+        Y[~np.isfinite(Y)] = np.nan
+        name = label(key)
+        keep = ~np.isnan(Y).any(axis=0)
+        if keep.any():
+            median_iqr(ax, wide.index.to_numpy()[keep], Y[:, keep], label=name, color=colors.get(name))
+    if lloyd:
+        if value == "ratio":
+            ax.axhline(1.0, color="black", lw=1.2, label="Lloyd")
+        else:
+            ref = table.groupby("step").lloyd_loss.first()
+            ax.plot(ref.index.to_numpy(), ref.to_numpy(), color="black", lw=1.5, label="Lloyd")
+    ax.set_xlabel("clustering step t")
+    ax.set_ylabel("k-means loss" if value == "loss" else "loss / Lloyd's loss")
+    return ax

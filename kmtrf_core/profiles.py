@@ -55,6 +55,18 @@ PROFILES: dict[str, dict[str, dict]] = {
             fig14_ds=[4, 8], fig15_ks=[6, 10], fig15_cases=[[4, 0.1]], fig17_ns=[32, 64], fig17_dk=[8, 8],
             bench_steps=10,
         ),
+        "section4": dict(
+            d=4, k=4, n=32, batch=8, steps=30, seeds=[0, 1], lr=0.01, tau=0.1, val_tasks=16, val_every=10,
+            impl="direct",
+        ),
+        "multistep": dict(tasks=16, T=6),
+        "generalization": dict(tasks=16, T=6, length_factors=[0.5, 1, 2, 4], length_tasks=8),
+        "landscape": dict(
+            k=4, ds=[2, 8], n=32, batch=8, steps=30, seeds=[0], lr=0.01, tau=0.1, val_tasks=16, val_every=10,
+            impl="direct", tasks=16, grid=9, span=1.0,
+        ),
+        "cauchy": dict(omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=16, grid=9, span=1.0, gap_scheme="bn"),
+        "dissimilarity": dict(m=4, m_large=6, tasks=16, T=6),
         "construction": dict(
             n_grid=[16, 64], d_grid=[1, 3], k_grid=[2, 3, 5, 8], tasks=8, steps=10, table_steps=[1, 2, 5, 10, 20],
             table_tasks=32, table_n=128, table_d=4, table_k=6, gammas=[1.0, 10.0, 100.0, 1000.0, 1e4],
@@ -89,6 +101,18 @@ PROFILES: dict[str, dict[str, dict]] = {
             fig14_ds=[4, 16], fig15_ks=[6, 16], fig15_cases=[[4, 0.1]], fig17_ns=[96, 192], fig17_dk=[16, 16],
             bench_steps=20,
         ),
+        "section4": dict(
+            d=8, k=10, n=128, batch=32, steps=400, seeds=[0, 1, 2], lr=0.01, tau=0.1, val_tasks=64, val_every=25,
+            impl="direct",
+        ),
+        "multistep": dict(tasks=64, T=20),
+        "generalization": dict(tasks=64, T=20, length_factors=[0.25, 0.5, 1, 2, 4], length_tasks=16),
+        "landscape": dict(
+            k=6, ds=[4, 32], n=128, batch=32, steps=400, seeds=[0], lr=0.01, tau=0.1, val_tasks=64, val_every=50,
+            impl="direct", tasks=32, grid=21, span=1.0,
+        ),
+        "cauchy": dict(omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=64, grid=21, span=1.0, gap_scheme="bn"),
+        "dissimilarity": dict(m=4, m_large=16, tasks=64, T=20),
         "construction": dict(
             n_grid=[16, 64, 256], d_grid=[1, 2, 5, 16], k_grid=[2, 3, 5, 6, 8, 13, 16], tasks=16, steps=10,
             table_steps=[1, 2, 5, 10, 20], table_tasks=256, table_n=256, table_d=8, table_k=10,
@@ -124,6 +148,18 @@ PROFILES: dict[str, dict[str, dict]] = {
             fig15_cases=[[4, 1.0], [4, 0.1], [32, 1.0], [32, 0.1]], fig17_ns=[256, 512, 1024], fig17_dk=[16, 16],
             bench_steps=100,
         ),
+        "section4": dict(
+            d=32, k=10, n=512, batch=32, steps=10000, seeds=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], lr=0.01, tau=0.1,
+            val_tasks=320, val_every=100, impl="sdpa",
+        ),
+        "multistep": dict(tasks=256, T=20),
+        "generalization": dict(tasks=256, T=20, length_factors=[0.25, 0.5, 1, 2, 4], length_tasks=64),
+        "landscape": dict(
+            k=6, ds=[4, 32], n=512, batch=32, steps=10000, seeds=[0], lr=0.01, tau=0.1, val_tasks=320,
+            val_every=100, impl="sdpa", tasks=64, grid=41, span=1.0,
+        ),
+        "cauchy": dict(omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=256, grid=41, span=1.0, gap_scheme="bn"),
+        "dissimilarity": dict(m=4, m_large=16, tasks=256, T=20),
         "construction": dict(
             n_grid=[16, 128, 512], d_grid=[1, 2, 8, 32], k_grid=[2, 3, 5, 6, 8, 10, 16, 25], tasks=32, steps=20,
             table_steps=[1, 2, 5, 10, 20], table_tasks=1024, table_n=512, table_d=32, table_k=10,
@@ -134,7 +170,17 @@ PROFILES: dict[str, dict[str, dict]] = {
 
 
 def default_device() -> torch.device:
-    """CUDA when available, else the CPU."""
+    """CUDA when available, else the CPU (the device of every profile).
+
+    Returns
+    -------
+    torch.device
+
+    Examples
+    --------
+    >>> default_device().type in ("cuda", "cpu")
+    True
+    """
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -142,6 +188,17 @@ def default_device() -> torch.device:
 class Profile:
     """A named set of sizes per chapter, plus the device.
 
+    Attributes
+    ----------
+    name : str
+        ``"quick"``, ``"book"`` or ``"paper"``.
+    sizes : dict
+        Chapter name -> dict of sizes (one entry of :data:`PROFILES`).
+    device : torch.device
+        Where the chapters compute (:func:`default_device`).
+
+    Examples
+    --------
     >>> p = get_profile("quick")
     >>> p.chapter("lloyd").k
     4
@@ -169,10 +226,27 @@ class Profile:
 def get_profile(name: str | None = None) -> Profile:
     """The profile in force: ``name``, else ``$KMTRF_PROFILE``, else ``"book"``.
 
+    Parameters
+    ----------
+    name : {"quick", "book", "paper"}, optional
+        The profile to use instead of the environment's.
+
+    Returns
+    -------
+    Profile
+
     Raises
     ------
     ValueError
         For an unknown profile name.
+
+    Examples
+    --------
+    >>> p = get_profile("quick")
+    >>> p.name, p.chapter("section4").n
+    ('quick', 32)
+    >>> p.describe("multistep").split(" (")[1]
+    'tasks=16, T=6)'
     """
     name = name or os.environ.get(ENV_VAR) or DEFAULT
     if name not in PROFILES:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import json
 import math
 import os
 import tempfile
@@ -48,6 +50,8 @@ __all__ = [
     "relative_loss",
     "validation_tasks",
     "load_checkpoint",
+    "train_cached",
+    "cache_dir",
     "main",
 ]
 
@@ -58,8 +62,25 @@ SWEEP_COLUMNS = ("d", "k", "n", "scheme", "omega", "tau", "gamma", "lr", "clip")
 class TrainingDiverged(RuntimeError):
     """A training loss became NaN or infinite.
 
-    Attributes ``step``, ``seed`` and ``history`` (the rows up to the failure,
-    a pandas DataFrame) tell where and what happened.
+    Raised by :func:`train`; :func:`sweep` can record it instead
+    (``on_diverge="record"``).
+
+    Parameters
+    ----------
+    message : str
+        What happened (the losses of all seeds at that step).
+    step : int
+        The optimization step whose loss was not finite.
+    seed : int
+        The first seed with a non-finite loss.
+    history : pandas.DataFrame, optional
+        The history rows up to the failure (same columns as :func:`train`'s).
+
+    Examples
+    --------
+    >>> err = TrainingDiverged("non-finite training loss at step 7 for seed 1", step=7, seed=1)
+    >>> isinstance(err, RuntimeError), err.step, err.seed, err.history is None
+    (True, 7, 1, True)
     """
 
     def __init__(self, message: str, step: int, seed: int, history=None):
@@ -107,6 +128,21 @@ class TrainConfig:
         Seed of the validation tasks.
     impl : {"sdpa", "direct"}
         Attention kernel (``"sdpa"``: fused, no ``n x n`` matrix kept).
+
+    Raises
+    ------
+    ValueError
+        Naming the field, for an invalid value.
+
+    Examples
+    --------
+    >>> cfg = TrainConfig(d=2, k=3, n=16, seeds=[0, 1])
+    >>> cfg.seeds, cfg.scheme, cfg.steps
+    ((0, 1), 'bn', 10000)
+    >>> TrainConfig(k=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: TrainConfig.k must be an int >= 2, got 1
     """
 
     d: int = 4
@@ -177,6 +213,23 @@ class TrainConfig:
             except (RuntimeError, TypeError):
                 raise ValueError(f"TrainConfig.device is not a torch device: {self.device!r}") from None
 
+    @classmethod
+    def from_sizes(cls, sizes, **overrides) -> "TrainConfig":
+        """A config from a profile's chapter sizes (a namespace or dict), taking the fields it knows.
+
+        >>> from kmtrf_core.profiles import get_profile
+        >>> cfg = TrainConfig.from_sizes(get_profile("quick").chapter("section4"), scheme="oh")
+        >>> cfg.scheme, cfg.seeds
+        ('oh', (0, 1))
+        """
+        values = dict(vars(sizes)) if not isinstance(sizes, dict) else dict(sizes)
+        names = {f.name for f in dataclasses.fields(cls)}
+        picked = {key: value for key, value in values.items() if key in names}
+        picked.update(overrides)
+        if isinstance(picked.get("seeds"), list):
+            picked["seeds"] = tuple(picked["seeds"])
+        return cls(**picked)
+
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
         out["seeds"] = list(self.seeds)
@@ -202,7 +255,29 @@ def _sample(config: TrainConfig, generator, batch: int, device):
 
 
 def validation_tasks(config: TrainConfig, device=None):
-    """The fixed held-out tasks ``(X, C)`` that :func:`train` validates on (seed ``config.val_seed``)."""
+    """The fixed held-out tasks ``(X, C)`` that :func:`train` validates on (seed ``config.val_seed``).
+
+    Parameters
+    ----------
+    config : TrainConfig
+        Sets the task distribution, ``val_tasks`` and ``val_seed``.
+    device : torch.device or str, optional
+        Default :func:`~kmtrf_core.profiles.default_device`.
+
+    Returns
+    -------
+    X : torch.Tensor
+        Points ``(val_tasks, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(val_tasks, k, d)``.
+
+    Examples
+    --------
+    >>> cfg = TrainConfig(d=2, k=3, n=16, val_tasks=4)
+    >>> X, C = validation_tasks(cfg, "cpu")
+    >>> X.shape, C.shape, torch.equal(X, validation_tasks(cfg, "cpu")[0])
+    (torch.Size([4, 16, 2]), torch.Size([4, 3, 2]), True)
+    """
     device = torch.device(device) if device is not None else default_device()
     return _sample(config, torch.Generator(device=device).manual_seed(config.val_seed), config.val_tasks, device)
 
@@ -212,10 +287,35 @@ def relative_loss(
 ) -> torch.Tensor:
     """Relative loss of Eq. 20 per task: ``L(X, F(X, C)) / L(X, Lloyd_1(X, C))``.
 
-    For an ensemble the result is ``(S, B)``, else ``(B,)``. Evaluated without
-    gradients, ``chunk`` tasks at a time. ``reference`` may pass the
-    denominators ``L(X, Lloyd_1(X, C))`` ``(B,)`` when they are already known
-    (fixed validation tasks), so they are not recomputed.
+    Below 1: the layer beats one Lloyd step on that task. Evaluated without
+    gradients.
+
+    Parameters
+    ----------
+    model : ClusterTransformer
+        A single layer or an ensemble of ``S``.
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    chunk : int
+        Tasks per forward pass.
+    reference : torch.Tensor, optional
+        The denominators ``L(X, Lloyd_1(X, C))`` ``(B,)`` when they are
+        already known (fixed validation tasks), so they are not recomputed.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B,)``, or ``(S, B)`` for an ensemble.
+
+    Examples
+    --------
+    The constructed layer of Theorem 2.1 is one Lloyd step:
+
+    >>> X, C = sample_tasks(3, 20, 2, 3, generator=0, dtype=torch.float64)
+    >>> relative_loss(ClusterTransformer.from_lloyd(2, 3, "bn"), X, C).round(decimals=6).tolist()
+    [1.0, 1.0, 1.0]
     """
     with torch.no_grad():
         if reference is None:
@@ -243,12 +343,42 @@ def _atomic_save(obj, path: Path) -> None:
 
 
 def load_checkpoint(path, config: TrainConfig | None = None) -> dict:
-    """Read a checkpoint; with ``config``, check that it can resume into it.
+    """Read a checkpoint written by :func:`train`; with ``config``, check that it can resume into it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint file.
+    config : TrainConfig, optional
+        The config of the run that would resume from it.
+
+    Returns
+    -------
+    dict
+        ``config`` (as a dict), ``step``, ``weights`` (``{"Q", "K", "V"}``
+        on the CPU), ``optimizer`` (Adam's state dict), ``task_generators``
+        (their states), ``history`` (rows) and ``wall_time``.
 
     Raises
     ------
     ValueError
-        When a field other than ``steps`` or ``device`` differs, naming the fields.
+        When a field other than ``steps`` or ``device`` differs, naming the
+        fields, or when the checkpoint is beyond ``config.steps``.
+
+    Examples
+    --------
+    >>> import dataclasses, tempfile
+    >>> cfg = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = train(cfg, checkpoint=f"{folder}/ckpt.pt")
+    ...     state = load_checkpoint(f"{folder}/ckpt.pt", dataclasses.replace(cfg, steps=5))
+    ...     try:
+    ...         load_checkpoint(f"{folder}/ckpt.pt", dataclasses.replace(cfg, lr=0.1))
+    ...     except ValueError as err:
+    ...         print("lr: checkpoint 0.01 vs config 0.1" in str(err))
+    True
+    >>> state["step"], sorted(state["weights"])
+    (2, ['K', 'Q', 'V'])
     """
     state = torch.load(path, map_location="cpu", weights_only=False)
     if config is not None:
@@ -277,6 +407,8 @@ def train(
     config : TrainConfig
     checkpoint : path, optional
         Where to write checkpoints (every ``checkpoint_every`` steps and at the end).
+    checkpoint_every : int, optional
+        Checkpoint interval in steps; None: only at the end.
     resume : path, optional
         A checkpoint to continue from; its config must match ``config``
         except for ``steps`` and ``device``.
@@ -403,7 +535,117 @@ def train(
     return model, history
 
 
-def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress: bool = False):
+# modules whose source decides what train() returns; a change to any of them invalidates cached runs
+_TRAINING_SOURCES = ("_checks", "attention", "embeddings", "lloyd", "model", "objectives", "tasks", "train")
+
+
+def cache_dir(path=None) -> Path:
+    """Where :func:`train_cached` keeps trained runs: ``path``, else ``$KMTRF_CACHE``, else ``~/.cache/kmtrf``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        An explicit folder, returned as is.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder (not created here).
+
+    Examples
+    --------
+    >>> cache_dir("runs/cache").as_posix()
+    'runs/cache'
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"KMTRF_CACHE": "/tmp/kmtrf-cache"}):
+    ...     print(cache_dir().as_posix())
+    /tmp/kmtrf-cache
+    """
+    if path is not None:
+        return Path(path)
+    return Path(os.environ.get("KMTRF_CACHE") or Path.home() / ".cache" / "kmtrf")
+
+
+def _cache_key(config: TrainConfig) -> str:
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    wanted = {key: value for key, value in config.to_dict().items() if key != "device"}
+    digest.update(json.dumps(wanted, sort_keys=True).encode())
+    for name in _TRAINING_SOURCES:
+        digest.update(_code_fingerprint((here / f"{name}.py").read_text()).encode())
+    return digest.hexdigest()[:24]
+
+
+def _code_fingerprint(source: str) -> str:
+    """The module's syntax tree without docstrings: editing prose or comments keeps cached runs valid."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
+def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, progress: bool = False):
+    """:func:`train`, remembered on disk: a second call with the same config loads the result.
+
+    The key is the config (without ``device``) and the source of the modules
+    that training runs through, so editing the model, the tasks, the loss or
+    the loop retrains. Several chapters share the models of Section 4 this way
+    without training them twice in one book build.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    directory : path, optional
+        The cache folder (default :func:`cache_dir`).
+    refresh : bool
+        Train again and overwrite the cached run.
+
+    Returns
+    -------
+    (model, history) as from :func:`train`; the model is in eval mode on
+    the config's device (or the default device).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> cfg = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     first, _ = train_cached(cfg, directory=folder)
+    ...     again, _ = train_cached(cfg, directory=folder)
+    >>> torch.equal(first.Q, again.Q)
+    True
+    """
+    import pandas as pd
+
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
+    path = cache_dir(directory) / f"run-{_cache_key(config)}.pt"
+    device = torch.device(config.device) if config.device is not None else default_device()
+    if path.exists() and not refresh:
+        state = torch.load(path, map_location=device, weights_only=False)
+        S = len(config.seeds)
+        model = ClusterTransformer(config.d, config.k, config.scheme, config.gamma, impl=config.impl, device=device,
+                                   ensemble=S if S > 1 else None)
+        with torch.no_grad():
+            for name in "QKV":
+                getattr(model, name).copy_(state["weights"][name])
+        return model.eval(), pd.DataFrame(state["history"], columns=list(HISTORY_COLUMNS))
+    model, history = train(config, progress=progress)
+    _atomic_save(
+        {"config": config.to_dict(), "weights": {name: getattr(model, name).detach().cpu() for name in "QKV"},
+         "history": list(history.itertuples(index=False, name=None))},
+        path,
+    )
+    return model, history
+
+
+def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress: bool = False, cache: bool = False):
     """Train every combination of ``grid`` values on top of ``base``; one tidy history for all.
 
     Parameters
@@ -414,6 +656,8 @@ def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress:
     on_diverge : {"raise", "record"}
         ``"record"`` keeps the rows up to a divergence and marks the run
         (column ``diverged``) instead of stopping the sweep.
+    cache : bool
+        Train through :func:`train_cached` (runs already on disk are loaded).
 
     Returns
     -------
@@ -448,7 +692,7 @@ def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress:
     for values in tqdm(combos, disable=not progress, desc="sweep"):
         config = dataclasses.replace(base, **dict(zip(names, values)))
         try:
-            model, hist = train(config)
+            model, hist = train_cached(config) if cache else train(config)
             hist = hist.assign(diverged=False)
         except TrainingDiverged as err:
             if on_diverge == "raise":
@@ -463,11 +707,36 @@ def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress:
 
 
 def convergence_summary(history, by=("scheme", "omega"), fraction: float = 0.9):
-    """Per group, medians over seeds of: the final relative validation loss, the final training
-    loss (mean of the last tenth of the steps), and the first validation step by which the
-    validation loss has made ``fraction`` of its total improvement (a convergence speed).
+    """Final losses and convergence speed of each group of runs, as medians over seeds (Figure 2).
 
-    Returns a pandas DataFrame indexed by the ``by`` columns.
+    Per seed: the final relative validation loss (Eq. 20), the final training
+    loss (mean of the last tenth of the steps), and the first validation step
+    by which the validation loss has made ``fraction`` of its total
+    improvement (NaN if it did not improve).
+
+    Parameters
+    ----------
+    history : pandas.DataFrame
+        From :func:`train` or :func:`sweep`, with the ``by`` columns.
+    by : tuple of str
+        Columns that define a group.
+    fraction : float
+        Share of the total improvement that counts as converged.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by the ``by`` columns; columns ``final_val_relative``,
+        ``final_train_loss``, ``steps_to_converge`` and ``seeds``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> history = pd.DataFrame({"scheme": "bn", "omega": "l2", "seed": [0, 0, 0, 1, 1, 1], "step": [0, 1, 2] * 2,
+    ...     "train_loss": [math.nan, 2.0, 1.0, math.nan, 3.0, 2.0],
+    ...     "val_relative_loss": [1.2, 1.0, 0.9, 1.4, 1.1, 1.0]})
+    >>> convergence_summary(history).round(3).to_dict("records")
+    [{'final_val_relative': 0.95, 'final_train_loss': 1.5, 'steps_to_converge': 2.0, 'seeds': 2}]
     """
     import numpy as np
     import pandas as pd
@@ -549,7 +818,32 @@ def _parse_args(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
 
 
 def main(argv=None) -> int:
-    """Command-line entry point: train, write ``OUT/checkpoint.pt`` and ``OUT/history.csv``."""
+    """Command-line entry point: train, write ``OUT/checkpoint.pt`` and ``OUT/history.csv``.
+
+    ``python -m kmtrf_core.train --help`` lists the options: one per
+    :class:`TrainConfig` field (``--val-tasks`` for ``val_tasks``, ...), and
+    ``--out``, ``--checkpoint-every``, ``--resume``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        0 on success (the process exit status).
+
+    Examples
+    --------
+    >>> import contextlib, io, tempfile
+    >>> args = ["--d", "2", "--k", "3", "--n", "16", "--steps", "2", "--batch", "2", "--val-tasks", "2"]
+    >>> with tempfile.TemporaryDirectory() as out, contextlib.redirect_stdout(io.StringIO()) as log:
+    ...     status = main(args + ["--out", out])
+    ...     files = sorted(p.name for p in Path(out).iterdir())
+    >>> status, files, log.getvalue().startswith("wrote")
+    (0, ['checkpoint.pt', 'history.csv'], True)
+    """
     try:
         config, args = _parse_args(argv)
     except ValueError as err:  # invalid combination of values

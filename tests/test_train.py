@@ -1,11 +1,16 @@
+import dataclasses
+import importlib
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
-import kmtrf_core.train as train_module
 from kmtrf_core import ClusterTransformer
 from kmtrf_core.train import TrainConfig, TrainingDiverged, load_checkpoint, main, relative_loss, train
+
+# the module, not the function `train` that the package re-exports under the name `kmtrf_core.train`
+train_module = importlib.import_module("kmtrf_core.train")
 
 TINY = dict(d=2, k=3, n=24, steps=6, batch=4, val_tasks=6, val_every=3)
 
@@ -224,3 +229,149 @@ def test_convergence_summary_and_curves():
     training_curves(a, b, hist)
     assert len(b.lines) == 3  # two groups and the Lloyd line
     plt.close(fig)
+
+
+# --- train_cached / cache_dir / TrainConfig.from_sizes ------------------------------------------------------------
+
+# a run that trains in a fraction of a second
+CACHED = dict(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=2, impl="direct")
+
+
+@pytest.fixture
+def count_train(monkeypatch):
+    """Replace train() by a wrapper that records the configs it trains."""
+    calls = []
+    real = train_module.train
+
+    def counting(config, **kwargs):
+        calls.append(config)
+        return real(config, **kwargs)
+
+    monkeypatch.setattr(train_module, "train", counting)
+    return calls
+
+
+def _assert_same_run(a, b):
+    (model_a, hist_a), (model_b, hist_b) = a, b
+    assert model_a.ensemble == model_b.ensemble
+    assert (model_a.d, model_a.k, model_a.scheme, model_a.gamma, model_a.impl) == (
+        model_b.d, model_b.k, model_b.scheme, model_b.gamma, model_b.impl)
+    assert all(torch.equal(x, y) for x, y in zip(_weights(model_a), _weights(model_b)))
+    assert list(hist_a.columns) == list(hist_b.columns) and (hist_a.dtypes == hist_b.dtypes).all()
+    assert hist_a.equals(hist_b)  # wall times included: the cached history is the original one
+
+
+def test_train_cached_loads_the_second_time(tmp_path, count_train):
+    cfg = TrainConfig(**CACHED)
+    first = train_module.train_cached(cfg, directory=tmp_path)
+    assert len(count_train) == 1
+    files = list(tmp_path.glob("run-*.pt"))
+    assert len(files) == 1 and not list(tmp_path.glob("*.tmp"))
+    second = train_module.train_cached(cfg, directory=tmp_path)
+    assert len(count_train) == 1  # loaded, not retrained
+    _assert_same_run(first, second)
+    loaded = second[0]
+    assert isinstance(loaded, ClusterTransformer) and loaded.ensemble is None and not loaded.training
+    X, C = torch.rand(3, 16, 2), torch.rand(3, 3, 2)
+    with torch.no_grad():
+        assert torch.equal(first[0](X, C), loaded(X, C))
+    # the device is not part of the key
+    train_module.train_cached(dataclasses.replace(cfg, device="cpu"), directory=tmp_path)
+    assert len(count_train) == 1 and len(list(tmp_path.glob("run-*.pt"))) == 1
+
+
+def test_train_cached_refresh_retrains(tmp_path, count_train):
+    cfg = TrainConfig(**CACHED)
+    first = train_module.train_cached(cfg, directory=tmp_path)
+    again = train_module.train_cached(cfg, directory=tmp_path, refresh=True)
+    assert len(count_train) == 2
+    assert all(torch.equal(x, y) for x, y in zip(_weights(first[0]), _weights(again[0])))  # deterministic
+    assert len(list(tmp_path.glob("run-*.pt"))) == 1  # overwritten in place
+    _assert_same_run(again, train_module.train_cached(cfg, directory=tmp_path))
+    assert len(count_train) == 2
+
+
+def test_train_cached_different_config_different_file(tmp_path, count_train):
+    base = TrainConfig(**CACHED)
+    configs = [base, dataclasses.replace(base, scheme="oh"), dataclasses.replace(base, steps=3),
+               dataclasses.replace(base, tau=0.5)]
+    runs = [train_module.train_cached(cfg, directory=tmp_path) for cfg in configs]
+    assert len(count_train) == len(configs)
+    assert len(list(tmp_path.glob("run-*.pt"))) == len(configs)
+    keys = {train_module._cache_key(cfg) for cfg in configs}
+    assert len(keys) == len(configs)
+    for cfg, run in zip(configs, runs):
+        _assert_same_run(run, train_module.train_cached(cfg, directory=tmp_path))
+    assert len(count_train) == len(configs)
+    assert runs[1][0].scheme == "oh" and runs[2][1].step.max() == 3
+
+
+def test_cache_dir_honours_the_environment(tmp_path, monkeypatch, count_train):
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path / "env-cache"))
+    assert train_module.cache_dir() == tmp_path / "env-cache"
+    assert train_module.cache_dir(tmp_path / "explicit") == tmp_path / "explicit"
+    train_module.train_cached(TrainConfig(**CACHED))
+    assert len(list((tmp_path / "env-cache").glob("run-*.pt"))) == 1
+    monkeypatch.delenv("KMTRF_CACHE")
+    assert train_module.cache_dir() == Path.home() / ".cache" / "kmtrf"
+    monkeypatch.setenv("KMTRF_CACHE", "")  # empty counts as unset
+    assert train_module.cache_dir() == Path.home() / ".cache" / "kmtrf"
+
+
+def test_train_cached_ensemble_round_trip(tmp_path, count_train):
+    cfg = TrainConfig(**CACHED, seeds=(0, 1))
+    first = train_module.train_cached(cfg, directory=tmp_path)
+    second = train_module.train_cached(cfg, directory=tmp_path)
+    assert len(count_train) == 1
+    assert second[0].ensemble == 2
+    _assert_same_run(first, second)
+    assert set(second[1].seed) == {0, 1}
+    for a, b in zip(first[0].members(), second[0].members()):
+        assert all(torch.equal(x, y) for x, y in zip(_weights(a), _weights(b)))
+
+
+def test_train_cached_rejects_a_non_config(tmp_path):
+    with pytest.raises(ValueError, match="TrainConfig"):
+        train_module.train_cached(dict(CACHED), directory=tmp_path)
+
+
+def test_from_sizes_picks_known_fields():
+    from kmtrf_core.profiles import get_profile
+
+    sizes = get_profile("quick").chapter("section4")
+    cfg = TrainConfig.from_sizes(sizes)
+    for name in ("d", "k", "n", "batch", "steps", "lr", "tau", "val_tasks", "val_every", "impl"):
+        assert getattr(cfg, name) == getattr(sizes, name), name
+    assert cfg.seeds == tuple(sizes.seeds) and isinstance(cfg.seeds, tuple)
+    assert cfg.scheme == TrainConfig.scheme  # not in the sizes: the default
+    over = TrainConfig.from_sizes(sizes, scheme="oh", steps=5, seeds=[3, 4])
+    assert (over.scheme, over.steps, over.seeds, over.d) == ("oh", 5, (3, 4), sizes.d)
+    plain = TrainConfig.from_sizes({"d": 3, "k": 2, "n": 10, "tasks": 7, "T": 6, "grid": 9, "seeds": [2, 5]})
+    assert (plain.d, plain.k, plain.n, plain.seeds) == (3, 2, 10, (2, 5))
+    assert TrainConfig.from_sizes({}) == TrainConfig()
+    with pytest.raises(ValueError, match=r"TrainConfig\.tau"):
+        TrainConfig.from_sizes(sizes, tau=-1.0)
+
+
+def test_sweep_uses_the_cache(tmp_path, monkeypatch, count_train):
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
+    base = TrainConfig(**CACHED)
+    grid = {"scheme": ["oh", "bn"]}
+    models, hist = train_module.sweep(base, grid, cache=True)
+    assert len(count_train) == 2 and len(list(tmp_path.glob("run-*.pt"))) == 2
+    models_again, hist_again = train_module.sweep(base, grid, cache=True)
+    assert len(count_train) == 2  # both runs loaded
+    assert hist_again.equals(hist)
+    for key in models:
+        assert all(torch.equal(x, y) for x, y in zip(_weights(models[key]), _weights(models_again[key])))
+    train_module.sweep(base, grid)  # cache=False trains again and leaves the cache alone
+    assert len(count_train) == 4 and len(list(tmp_path.glob("run-*.pt"))) == 2
+
+
+def test_cache_key_ignores_docstrings_and_comments_but_not_code():
+    from kmtrf_core.train import _code_fingerprint
+
+    base = 'def f(x):\n    """Doc."""\n    return x + 1\n'
+    assert _code_fingerprint(base) == _code_fingerprint('def f(x):\n    """Other words."""\n    # a comment\n    return x + 1\n')
+    assert _code_fingerprint(base) == _code_fingerprint('def f(x):\n    return x + 1\n')
+    assert _code_fingerprint(base) != _code_fingerprint('def f(x):\n    """Doc."""\n    return x + 2\n')

@@ -1,0 +1,569 @@
+"""Using a trained layer as a clustering algorithm (Section 4, Appendix C).
+
+A layer trained for one step can be run for ``T`` steps in two ways:
+
+* **re-embedding** (Appendix C): each step applies the whole model to the
+  task with the current centers, ``C^(t+1) = F(X, C^(t))``, so every step sees
+  fresh token embeddings, as in training;
+* **naive iteration** (Fig. 6, left): embed once and apply the layer of
+  Eq. (4) ``T`` times to its own token embeddings, reading the centers off the
+  first ``d`` coordinates after each layer. This is what the construction of
+  Theorem 2.1 does at ``gamma = inf``.
+
+Both are compared with Lloyd's algorithm (Algorithm 2) from the same initial
+centers, step by step, by the k-means loss of Eq. (1). The evaluation tables
+are tidy pandas DataFrames, one row per (model, ensemble member, test, mode,
+step), so the chapters aggregate them with ``groupby``. The probes of Section 4
+(shifted mixtures of Fig. 7, other families of Fig. 8/18, other numbers of
+points of Fig. 12) differ only in the tasks they evaluate on, which
+:func:`shifted_tasks` and :func:`family_tasks` draw.
+
+Used in the chapters on multi-step clustering, generalization, the Cauchy
+problem and task dissimilarities.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._checks import check_points_centers, check_positive_int
+from .lloyd import kmeans_objective, lloyd_trajectory
+from .model import ClusterTransformer
+from .tasks import FAMILIES, make_generator, sample_tasks
+
+__all__ = [
+    "MODES",
+    "SHIFTS",
+    "center_trajectory",
+    "loss_trajectory",
+    "lloyd_loss_trajectory",
+    "evaluate_models",
+    "shifted_tasks",
+    "family_tasks",
+    "final_ratios",
+    "family_matrix",
+    "family_generalization",
+]
+
+MODES = ("reembed", "naive")
+"""Ways to run a one-step layer for several steps (Appendix C)."""
+
+SHIFTS = {
+    "unequal weights": dict(unequal_weights=True),
+    "anisotropic": dict(anisotropic=True),
+    "half scale": dict(scale_factor=0.5),
+    "double scale": dict(scale_factor=2.0),
+}
+"""The four distribution shifts of Fig. 7, relative to the training tasks."""
+
+
+def _check_model(model) -> ClusterTransformer:
+    if not isinstance(model, ClusterTransformer):
+        raise ValueError(f"model must be a ClusterTransformer, got {type(model).__name__}")
+    return model
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+def _check_tasks(model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor) -> None:
+    check_points_centers(X, C)
+    if X.shape[-1] != model.d:
+        raise ValueError(f"X must have d={model.d} columns for this model, got shape {tuple(X.shape)}")
+    if C.shape[1] != model.k:
+        raise ValueError(f"C must hold k={model.k} centers for this model, got shape {tuple(C.shape)}")
+    if X.dtype != model.Q.dtype:
+        raise ValueError(f"X has dtype {X.dtype} but the model's weights are {model.Q.dtype}; convert one of them")
+
+
+def center_trajectory(
+    model: ClusterTransformer,
+    X: torch.Tensor,
+    C: torch.Tensor,
+    steps: int,
+    mode: str = "reembed",
+    chunk: int = 64,
+) -> torch.Tensor:
+    """The centers after each of ``steps`` applications of the layer (Appendix C).
+
+    Parameters
+    ----------
+    model : ClusterTransformer
+        A single layer or an ensemble of ``S`` layers.
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    steps : int
+        Number of clustering steps ``T``.
+    mode : {"reembed", "naive"}
+        ``"reembed"``: ``C^(t+1) = F(X, C^(t))``, fresh token embeddings at
+        every step. ``"naive"``: the layer applied ``T`` times to its own
+        token embeddings (the ``T``-layer forward with shared weights).
+    chunk : int
+        Tasks per batch (bounds memory for large ``n``).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(T + 1, B, k, d)``, or ``(T + 1, S, B, k, d)`` for an ensemble;
+        index 0 holds the initial centers. Computed without gradients.
+        Non-finite values are kept: naive iteration of a learned layer can
+        overflow, and the caller should see that.
+
+    Examples
+    --------
+    With the constructed weights of Theorem 2.1 at ``gamma = inf`` both modes are Lloyd's algorithm:
+
+    >>> X, C = sample_tasks(2, 30, 2, 3, generator=0, dtype=torch.float64)
+    >>> model = ClusterTransformer.from_lloyd(2, 3, "bn")
+    >>> traj = center_trajectory(model, X, C, steps=4, mode="naive")
+    >>> traj.shape, torch.allclose(traj, lloyd_trajectory(X, C, 4).centers)
+    (torch.Size([5, 2, 3, 2]), True)
+    """
+    model = _check_model(model)
+    _check_tasks(model, X, C)
+    check_positive_int(steps, "steps")
+    _check_mode(mode)
+    check_positive_int(chunk, "chunk")
+    d = model.d
+    parts = []
+    with torch.no_grad():
+        for start in range(0, X.shape[0], chunk):
+            Xc, Cc = X[start : start + chunk], C[start : start + chunk]
+            if model.ensemble is not None:
+                Xc, Cc = model._ensemble_inputs(Xc, Cc)  # (S, b, n, d), (S, b, k, d)
+            out = [Cc]
+            if mode == "naive":
+                X_bar, C_bar = model.embed(Xc, Cc)
+                for _ in range(steps):
+                    X_bar, C_bar = model.layer(X_bar, C_bar)
+                    out.append(C_bar[..., :d])
+            else:
+                current = Cc
+                for _ in range(steps):
+                    X_bar, C_bar = model.embed(Xc, current)
+                    current = model.layer(X_bar, C_bar)[1][..., :d]
+                    out.append(current)
+            parts.append(torch.stack(out))  # (T + 1, (S,) b, k, d)
+    return torch.cat(parts, dim=-3)
+
+
+def _losses(X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
+    """k-means loss of ``centers (T + 1, (S,) B, k, d)`` on ``X (B, n, d)``; NaN (overflow) becomes inf."""
+    lead = centers.shape[:-2]
+    Xe = X.expand(*lead[:-1], *X.shape)  # (T + 1, (S,) B, n, d)
+    finite = torch.isfinite(centers).flatten(-2).all(dim=-1)  # (T + 1, (S,) B)
+    safe = torch.where(finite[..., None, None], centers, torch.zeros((), dtype=centers.dtype))
+    loss = kmeans_objective(Xe.reshape(-1, *X.shape[1:]), safe.reshape(-1, *centers.shape[-2:])).view(lead)
+    return torch.where(finite & torch.isfinite(loss), loss, torch.full((), math.inf, dtype=loss.dtype))
+
+
+def loss_trajectory(
+    model: ClusterTransformer,
+    X: torch.Tensor,
+    C: torch.Tensor,
+    steps: int,
+    mode: str = "reembed",
+    chunk: int = 64,
+) -> torch.Tensor:
+    """The k-means loss (Eq. 1) of each task after each step of :func:`center_trajectory`.
+
+    Parameters
+    ----------
+    model : ClusterTransformer
+        A single layer or an ensemble of ``S`` layers.
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    steps : int
+        Number of clustering steps ``T``.
+    mode : {"reembed", "naive"}
+        How the layer is iterated (see :func:`center_trajectory`).
+    chunk : int
+        Tasks per batch.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(T + 1, B)`` or ``(T + 1, S, B)``; ``inf`` where the centers
+        overflowed (the iteration diverged).
+
+    Examples
+    --------
+    >>> X, C = sample_tasks(2, 30, 2, 3, generator=0, dtype=torch.float64)
+    >>> model = ClusterTransformer.from_lloyd(2, 3, "bn")
+    >>> L = loss_trajectory(model, X, C, steps=3)
+    >>> torch.allclose(L, lloyd_loss_trajectory(X, C, steps=3))
+    True
+    """
+    return _losses(X, center_trajectory(model, X, C, steps, mode, chunk))
+
+
+def lloyd_loss_trajectory(X: torch.Tensor, C: torch.Tensor, steps: int) -> torch.Tensor:
+    """The k-means loss (Eq. 1) of each task after each of ``steps`` Lloyd iterations (Algorithm 2).
+
+    Empty clusters keep their previous center (``empty="keep"``).
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    steps : int
+        Number of iterations ``T``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(T + 1, B)``, index 0 the loss of the initial centers.
+
+    Examples
+    --------
+    >>> X = torch.tensor([[[0.], [1.], [9.], [10.]]], dtype=torch.float64)
+    >>> lloyd_loss_trajectory(X, X[:, :2].clone(), steps=2).squeeze(1).round(decimals=2).tolist()
+    [145.0, 17.56, 1.0]
+    """
+    traj = lloyd_trajectory(X, C, steps).centers  # (T + 1, B, k, d)
+    with torch.no_grad():
+        return _losses(X, traj)
+
+
+def evaluate_models(
+    models: dict,
+    tests: dict,
+    steps: int,
+    modes=("reembed",),
+    chunk: int = 64,
+):
+    """Multi-step evaluation of several models on several test sets, against Lloyd.
+
+    Parameters
+    ----------
+    models : dict
+        Label -> :class:`ClusterTransformer` (single or ensemble). A label may
+        be any hashable, e.g. ``("bn", "l2")``.
+    tests : dict
+        Name -> ``(X, C)`` task batch; every model must accept every test
+        (same ``d`` and ``k``).
+    steps : int
+        Clustering steps ``T``.
+    modes : sequence of {"reembed", "naive"}
+        How each model is iterated (see :func:`center_trajectory`).
+    chunk : int
+        Tasks per batch.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (model, member, test, mode, step) with columns
+        ``model, member, test, mode, step, loss, lloyd_loss, ratio, diverged``:
+        ``loss`` and ``lloyd_loss`` are means over the tasks of the k-means
+        loss after ``step`` steps of the model and of Lloyd's algorithm,
+        ``ratio`` the mean over tasks of their per-task quotient (below 1: the
+        model beats Lloyd at that step; NaN for a task that Lloyd solves with
+        zero loss, e.g. ``k = n``), and ``diverged`` the fraction of tasks
+        whose centers overflowed. ``member`` indexes the ensemble (0 for a
+        single model). Step 0 is the shared starting point (ratio 1).
+
+    Examples
+    --------
+    >>> X, C = sample_tasks(4, 30, 2, 3, generator=0, dtype=torch.float64)
+    >>> table = evaluate_models({"lloyd-weights": ClusterTransformer.from_lloyd(2, 3)}, {"uniform": (X, C)}, steps=2)
+    >>> table.ratio.round(12).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    import pandas as pd
+
+    if not isinstance(models, dict) or not models:
+        raise ValueError("models must be a non-empty dict label -> ClusterTransformer")
+    if not isinstance(tests, dict) or not tests:
+        raise ValueError("tests must be a non-empty dict name -> (X, C)")
+    check_positive_int(steps, "steps")
+    modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    if not modes:
+        raise ValueError("modes must name at least one mode")
+    for mode in modes:
+        _check_mode(mode)
+    rows = []
+    for test, pair in tests.items():
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise ValueError(f"tests[{test!r}] must be a pair (X, C)")
+        X, C = pair
+        reference = lloyd_loss_trajectory(X, C, steps)  # (T + 1, B)
+        ref_mean = reference.mean(dim=-1)
+        for label, model in models.items():
+            _check_model(model)
+            for mode in modes:
+                losses = loss_trajectory(model, X, C, steps, mode, chunk)  # (T + 1, (S,) B)
+                if model.ensemble is None:
+                    losses = losses.unsqueeze(1)
+                ref = reference.unsqueeze(1)  # (T + 1, 1, B)
+                ratio = (losses / ref).mean(dim=-1)  # (T + 1, S)
+                mean = losses.mean(dim=-1)
+                diverged = torch.isinf(losses).to(torch.float64).mean(dim=-1)
+                for member in range(losses.shape[1]):
+                    for t in range(steps + 1):
+                        rows.append((label, member, test, mode, t, float(mean[t, member]), float(ref_mean[t]),
+                                     float(ratio[t, member]), float(diverged[t, member])))
+    columns = ["model", "member", "test", "mode", "step", "loss", "lloyd_loss", "ratio", "diverged"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def shifted_tasks(
+    shift: str | None,
+    batch: int,
+    n: int,
+    d: int,
+    k: int,
+    *,
+    family: str = "normal",
+    scale: float = 0.1,
+    generator=None,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+):
+    """Tasks like the training tasks but for one of the shifts of Fig. 7 (:data:`SHIFTS`).
+
+    ``shift=None`` draws the unshifted training distribution; ``"half scale"``
+    and ``"double scale"`` multiply the component spread ``scale``.
+
+    Parameters
+    ----------
+    shift : str or None
+        A key of :data:`SHIFTS`, or None.
+    batch, n, d, k : int
+        Tasks, points per task, dimension, clusters.
+    family : str
+        Task family (:data:`~kmtrf_core.tasks.FAMILIES`).
+    scale : float
+        The training tasks' component spread, before the shift.
+    generator : torch.Generator or int, optional
+        Source of randomness.
+    dtype, device
+        Of the returned tensors.
+
+    Returns
+    -------
+    X : torch.Tensor
+        Points ``(batch, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(batch, k, d)``.
+
+    Examples
+    --------
+    >>> X, C = shifted_tasks("double scale", 2, 50, 3, 4, generator=0)
+    >>> X.shape, C.shape
+    (torch.Size([2, 50, 3]), torch.Size([2, 4, 3]))
+    """
+    if shift is not None and shift not in SHIFTS:
+        raise ValueError(f"shift must be None or one of {list(SHIFTS)}, got {shift!r}")
+    options = dict(SHIFTS[shift]) if shift is not None else {}
+    factor = options.pop("scale_factor", 1.0)
+    return sample_tasks(batch, n, d, k, family=family, scale=scale * factor, generator=generator, dtype=dtype,
+                        device=device, **options)
+
+
+def family_tasks(
+    per_family: int,
+    n: int,
+    d: int,
+    k: int,
+    *,
+    families=FAMILIES,
+    generator=None,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+    **options,
+):
+    """``per_family`` tasks from each family, in blocks: ``{family: (X, C)}``.
+
+    The test sets of Fig. 8/18. One generator feeds all families in order,
+    so the result is reproducible.
+
+    Parameters
+    ----------
+    per_family : int
+        Tasks per family.
+    n, d, k : int
+        Points per task, dimension, clusters.
+    families : sequence of str
+        Distinct families of :data:`~kmtrf_core.tasks.FAMILIES`.
+    generator : torch.Generator or int, optional
+        Source of randomness.
+    dtype, device
+        Of the returned tensors.
+    **options
+        Passed to :func:`~kmtrf_core.tasks.sample_tasks` (e.g. ``scale``).
+
+    Returns
+    -------
+    dict
+        Family -> ``(X, C)``, shapes ``(per_family, n, d)`` and ``(per_family, k, d)``.
+
+    Examples
+    --------
+    >>> tasks = family_tasks(2, 40, 2, 3, families=("normal", "cauchy"), generator=0)
+    >>> {f: tuple(X.shape) for f, (X, C) in tasks.items()}
+    {'normal': (2, 40, 2), 'cauchy': (2, 40, 2)}
+    """
+    families = (families,) if isinstance(families, str) else tuple(families)
+    if not families or any(f not in FAMILIES for f in families):
+        raise ValueError(f"families must be a sequence of {FAMILIES}, got {families!r}")
+    if len(set(families)) != len(families):
+        raise ValueError(f"families must be distinct, got {families!r}")
+    gen = make_generator(generator, device)
+    return {
+        fam: sample_tasks(per_family, n, d, k, family=fam, generator=gen, dtype=dtype, device=device, **options)
+        for fam in families
+    }
+
+
+def final_ratios(table, by=("model", "test", "mode"), step: int | None = None):
+    """Per group, the median and quartiles over ensemble members of the ratio to Lloyd at ``step``.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`evaluate_models`.
+    by : tuple of str
+        Columns that define a group.
+    step : int, optional
+        The step to read; default the last step in the table.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``by``, with columns ``median, q25, q75`` (of the ratio),
+        ``members`` and ``diverged`` (mean fraction of diverged tasks).
+
+    Examples
+    --------
+    >>> X, C = sample_tasks(4, 20, 2, 3, generator=0, dtype=torch.float64)
+    >>> table = evaluate_models({"lloyd-weights": ClusterTransformer.from_lloyd(2, 3)}, {"normal": (X, C)}, steps=1)
+    >>> final_ratios(table).round(6).reset_index().values.tolist()
+    [['lloyd-weights', 'normal', 'reembed', 1.0, 1.0, 1.0, 1, 0.0]]
+    """
+    if step is None:
+        step = int(table.step.max())
+    part = table[table.step == step]
+    if part.empty:
+        raise ValueError(f"the table has no rows at step {step}")
+    grouped = part.groupby(list(by))
+    out = grouped.ratio.quantile(0.5).to_frame("median")
+    out["q25"] = grouped.ratio.quantile(0.25)
+    out["q75"] = grouped.ratio.quantile(0.75)
+    out["members"] = grouped.ratio.size()
+    out["diverged"] = grouped.diverged.mean()
+    return out
+
+
+def family_matrix(table, scheme, step: int | None = None, mode: str = "reembed"):
+    """The train-family x test-family matrix of median ratios to Lloyd (Fig. 8/18).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`evaluate_models` with model labels ``(train_family,
+        scheme)`` and tests named by family (as :func:`family_generalization` makes it).
+    scheme : str
+        Whose models to show.
+    step : int, optional
+        The step to read; default the last step in the table.
+    mode : {"reembed", "naive"}
+        Which evaluation mode to read.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows test families, columns training families, both in
+        :data:`~kmtrf_core.tasks.FAMILIES` order; entries the median over
+        members of the ratio to Lloyd.
+
+    Examples
+    --------
+    >>> tests = family_tasks(2, 20, 2, 3, families=("normal", "cauchy"), generator=0, dtype=torch.float64)
+    >>> models = {(fam, "bn"): ClusterTransformer.from_lloyd(2, 3, "bn") for fam in ("normal", "cauchy")}
+    >>> matrix = family_matrix(evaluate_models(models, tests, steps=1), "bn")
+    >>> list(matrix.index), list(matrix.columns), matrix.round(6).values.tolist()
+    (['normal', 'cauchy'], ['normal', 'cauchy'], [[1.0, 1.0], [1.0, 1.0]])
+    """
+    ratios = final_ratios(table[table["mode"] == mode], step=step)["median"].reset_index()
+    ratios = ratios[[isinstance(m, tuple) and m[1] == scheme for m in ratios.model]]
+    if ratios.empty:
+        raise ValueError(f"no models labelled (train_family, {scheme!r}) in the table")
+    ratios["train_family"] = [m[0] for m in ratios.model]
+    matrix = ratios.pivot(index="test", columns="train_family", values="median")
+    order_rows = [f for f in FAMILIES if f in matrix.index]
+    order_cols = [f for f in FAMILIES if f in matrix.columns]
+    return matrix.loc[order_rows, order_cols]
+
+
+def family_generalization(
+    base,
+    schemes=("oh", "bn", "na"),
+    families=FAMILIES,
+    tasks: int = 64,
+    steps: int = 20,
+    seed: int = 30_000,
+    modes=("reembed",),
+):
+    """Train one model per (training family, scheme) and test each on every family (Fig. 8/18).
+
+    Training goes through :func:`~kmtrf_core.train.sweep` with ``cache=True``,
+    so the models are shared with every other chapter that trains the same
+    configs. The test tasks are ``tasks`` fresh tasks per family drawn from
+    ``seed`` (with the base config's ``n, d, k, scale``).
+
+    Parameters
+    ----------
+    base : TrainConfig
+        Everything but the family and the scheme.
+    schemes : sequence of str
+        Token embeddings to train.
+    families : sequence of str
+        Training and test families.
+    tasks : int
+        Test tasks per family.
+    steps : int
+        Clustering steps ``T`` of the evaluation.
+    seed : int
+        Seed of the test tasks.
+    modes : sequence of {"reembed", "naive"}
+        Evaluation modes.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        :func:`evaluate_models` with model labels ``(train_family, scheme)``
+        and tests named by family (see :func:`family_matrix`).
+    history : pandas.DataFrame
+        The training histories, from :func:`~kmtrf_core.train.sweep`.
+
+    Examples
+    --------
+    A tiny run, with the cache in a temporary folder (``$KMTRF_CACHE``):
+
+    >>> import os, tempfile
+    >>> from unittest import mock
+    >>> from kmtrf_core.train import TrainConfig
+    >>> base = TrainConfig(d=2, k=3, n=16, steps=1, batch=2, val_tasks=2, val_every=1)
+    >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+    ...     table, history = family_generalization(base, schemes=("bn",), families=("normal", "cauchy"),
+    ...                                            tasks=2, steps=1)
+    >>> sorted(table.model.unique()), family_matrix(table, "bn").shape
+    ([('cauchy', 'bn'), ('normal', 'bn')], (2, 2))
+    """
+    from .train import sweep
+
+    families = tuple(families)
+    models, history = sweep(base, {"family": list(families), "scheme": list(schemes)}, cache=True)
+    tests = family_tasks(tasks, base.n, base.d, base.k, families=families, generator=seed, scale=base.scale)
+    return evaluate_models(models, tests, steps, modes=modes), history
