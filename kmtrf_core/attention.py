@@ -71,6 +71,18 @@ def hardmax_weights(D: torch.Tensor) -> torch.Tensor:
     exactly and zero elsewhere: a one-hot row when the minimum is unique.
     This is ``hardmax``/``avghardmax`` of Eq. 14 and 18.
 
+    Parameters
+    ----------
+    D : torch.Tensor
+        ``(..., q, r)`` distances (or any scores to minimize).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., q, r)``, non-negative, rows summing to 1.
+
+    Examples
+    --------
     >>> hardmax_weights(torch.tensor([[2., 1., 1.], [0., 3., 4.]]))
     tensor([[0.0000, 0.5000, 0.5000],
             [1.0000, 0.0000, 0.0000]])
@@ -80,11 +92,27 @@ def hardmax_weights(D: torch.Tensor) -> torch.Tensor:
 
 
 def attention_weights(q: torch.Tensor, k: torch.Tensor, gamma: float, d_emb: int | None = None) -> torch.Tensor:
-    """Attention weights of projected queries ``q`` (..., q, m) on projected keys ``k`` (..., r, m).
+    """Attention weights of projected queries on projected keys (the ``w_ij`` of Eq. 3).
 
-    Returns ``softmax(-gamma / sqrt(d_emb) * sqdist(q, k))`` over the keys,
-    ``(..., q, r)``, or :func:`hardmax_weights` when ``gamma`` is ``math.inf``.
-    ``d_emb`` defaults to ``m``.
+    ``softmax(-gamma / sqrt(d_emb) * sqdist(q, k))`` over the keys, or
+    :func:`hardmax_weights` of ``sqdist(q, k)`` when ``gamma`` is ``math.inf``
+    (Appendix B).
+
+    Parameters
+    ----------
+    q : torch.Tensor
+        Projected queries ``(..., q, m)``, i.e. ``Zq @ Q.T``.
+    k : torch.Tensor
+        Projected keys ``(..., r, m)``, i.e. ``Zk @ K.T``.
+    gamma : float
+        Inverse temperature, ``> 0``; ``math.inf`` for the exact limit.
+    d_emb : int, optional
+        The ``m`` of the scale ``gamma / sqrt(m)``; defaults to ``q.shape[-1]``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., q, r)``, rows summing to 1.
 
     Examples
     --------
@@ -149,12 +177,45 @@ def distance_attention(
 
 
 def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | None = None, name: str = "weights"):
-    """:func:`distance_attention` without input checks, for the model's hot path.
+    """:func:`distance_attention` (Eq. 3) without input checks, for the model's hot path.
 
-    Works on any leading batch dimensions: ``Zq`` ``(..., q, m)``, ``Zk``
-    ``(..., r, m)``, projections ``(..., m, m)`` broadcastable against them
-    (an ensemble of models stacks its projections in front). With a ``trace``
-    dict the explicit weights are computed and stored under ``name``.
+    Works on any leading batch dimensions (an ensemble of models stacks its
+    projections in front).
+
+    Parameters
+    ----------
+    Zq : torch.Tensor
+        Query tokens ``(..., q, m)``.
+    Zk : torch.Tensor
+        Key (and value) tokens ``(..., r, m)``.
+    Q, K, V : torch.Tensor
+        Projections ``(..., m, m)``, broadcastable against the tokens.
+    gamma : float
+        Inverse temperature, ``> 0``; ``math.inf`` for the exact limit.
+    impl : {"direct", "sdpa"}
+        Finite-gamma kernel (see :func:`distance_attention`).
+    trace : dict, optional
+        If given, the explicit weights ``(..., q, r)`` are computed (even
+        with ``impl="sdpa"``) and stored in it under ``name``.
+    name : str
+        Key of the weights in ``trace``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(..., q, m)``: row ``i`` is ``sum_j w_ij V z'_j``.
+
+    Examples
+    --------
+    >>> g = torch.Generator().manual_seed(0)
+    >>> Z = torch.rand(2, 5, 3, generator=g, dtype=torch.float64)
+    >>> Q, K, V = torch.rand(3, 3, 3, generator=g, dtype=torch.float64)
+    >>> trace = {}
+    >>> out = attend(Z, Z, Q, K, V, 1.0, trace=trace, name="w")
+    >>> out.shape, trace["w"].shape
+    (torch.Size([2, 5, 3]), torch.Size([2, 5, 5]))
+    >>> torch.allclose(attend(Z, Z, Q, K, V, 1.0, "sdpa"), out)
+    True
     """
     q = Zq @ Q.transpose(-1, -2)  # (..., q, m)
     k = Zk @ K.transpose(-1, -2)  # (..., r, m)

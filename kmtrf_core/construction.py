@@ -45,6 +45,14 @@ def lloyd_weights(d: int, m: int, dtype: torch.dtype = torch.float64, device=Non
         Data dimension.
     m : int
         Code dimension (``k`` for OH, ``ceil(log2 k)`` for BN, 1 for SC).
+    dtype, device
+        Of the returned tensors.
+
+    Returns
+    -------
+    Q, K, V : torch.Tensor
+        Each ``(4, d + m, d + m)``; index ``mu - 1`` holds attention ``mu``
+        of Eq. 4 (the table in the module docstring).
 
     Examples
     --------
@@ -64,6 +72,15 @@ def lloyd_weights(d: int, m: int, dtype: torch.dtype = torch.float64, device=Non
 
 def code_geometry(k: int, scheme: str | None = None, codes: torch.Tensor | None = None) -> dict:
     """Geometry of a code matrix, which sets the price of a scheme at finite ``gamma``.
+
+    Parameters
+    ----------
+    k : int
+        Number of clusters.
+    scheme : {"oh", "bn", "sc"}, optional
+        Whose codes (:func:`~kmtrf_core.embeddings.cluster_codes`) to describe.
+    codes : torch.Tensor, optional
+        A ``(k, m)`` code matrix to describe instead of a scheme's.
 
     Returns
     -------
@@ -108,12 +125,33 @@ def code_lloyd_step(X: torch.Tensor, C: torch.Tensor, codes: torch.Tensor) -> to
 
     Parameters
     ----------
-    X : ``(B, n, d)``; C : ``(B, k, d)``; codes : ``(k, m)``.
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Centers ``(B, k, d)``.
+    codes : torch.Tensor
+        The ``(k, m)`` code matrix the center tokens carry, rows distinct.
 
     Returns
     -------
     torch.Tensor
-        ``(B, k, d)``.
+        New centers ``(B, k, d)``.
+
+    Examples
+    --------
+    The cluster of the center at 20 is empty. Lloyd keeps that center; the
+    layer moves it to the mean of all points under OH, and under BN to the
+    mean of cluster 0, whose code ``(0, 0)`` is one bit from its code ``(0, 1)``:
+
+    >>> from kmtrf_core.lloyd import lloyd_step
+    >>> X = torch.tensor([[[0.], [1.], [9.], [10.]]], dtype=torch.float64)
+    >>> C = torch.tensor([[[0.], [9.5], [20.]]], dtype=torch.float64)
+    >>> lloyd_step(X, C).flatten().tolist()
+    [0.5, 9.5, 20.0]
+    >>> code_lloyd_step(X, C, cluster_codes(3, "oh")).flatten().tolist()
+    [0.5, 9.5, 5.0]
+    >>> code_lloyd_step(X, C, cluster_codes(3, "bn")).flatten().tolist()
+    [0.5, 9.5, 0.5]
     """
     check_points_centers(X, C)
     codes = codes.to(X.dtype)
@@ -125,6 +163,15 @@ def code_lloyd_step(X: torch.Tensor, C: torch.Tensor, codes: torch.Tensor) -> to
 def layer_trace(model, X_bar: torch.Tensor, C_bar: torch.Tensor) -> dict:
     """One layer of ``model`` with every intermediate of Eq. 12-19 kept, for inspection.
 
+    Parameters
+    ----------
+    model : ClusterTransformer
+        A single layer (e.g. :meth:`~kmtrf_core.model.ClusterTransformer.from_lloyd`).
+    X_bar : torch.Tensor
+        Point tokens ``(B, n, d_emb)``, e.g. from ``model.embed(X, C)``.
+    C_bar : torch.Tensor
+        Center tokens ``(B, k, d_emb)``.
+
     Returns
     -------
     dict
@@ -134,6 +181,18 @@ def layer_trace(model, X_bar: torch.Tensor, C_bar: torch.Tensor) -> dict:
         attentions (Eq. 15); ``X_bar``: the updated point tokens;
         ``weights_3`` ``(B, k, n)`` and ``weights_4`` ``(B, k, k)`` (Eq. 18);
         ``update_c`` (Eq. 19); ``C_bar``: the updated center tokens.
+
+    Examples
+    --------
+    With the constructed weights, attention 1 puts each point on its nearest center:
+
+    >>> from kmtrf_core.model import ClusterTransformer
+    >>> model = ClusterTransformer.from_lloyd(2, 3, "bn")
+    >>> X = torch.tensor([[[0., 0.], [0., 1.], [5., 5.], [9., 9.]]], dtype=torch.float64)
+    >>> C = X[:, [0, 2, 3]].clone()
+    >>> trace = layer_trace(model, *model.embed(X, C))
+    >>> trace["weights_1"].shape, trace["weights_1"][0].argmax(dim=-1).tolist()
+    (torch.Size([1, 4, 3]), [0, 0, 1, 2])
     """
     trace: dict = {}
     with torch.no_grad():
@@ -146,12 +205,34 @@ def finite_gamma_error(X: torch.Tensor, C: torch.Tensor, scheme: str, gamma: flo
 
     ``|F(X, C) - lloyd(X, C)| / |lloyd(X, C)|`` (Frobenius norms over the
     ``(k, d)`` centers) after ``steps`` layers / iterations; zero at
-    ``gamma = inf`` on tasks that satisfy the theorem's assumptions.
+    ``gamma = inf`` on tasks that satisfy the theorem's assumptions (Theorem 2.1).
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    scheme : {"oh", "bn", "sc"}
+        Token embedding of the constructed layer.
+    gamma : float
+        Attention inverse temperature, ``> 0`` or ``math.inf``.
+    steps : int
+        Layers of the model and Lloyd iterations ``T``.
 
     Returns
     -------
     torch.Tensor
         ``(B,)``.
+
+    Examples
+    --------
+    >>> g = torch.Generator().manual_seed(0)
+    >>> X = torch.rand(4, 30, 2, generator=g, dtype=torch.float64); C = X[:, :3].clone()
+    >>> bool(finite_gamma_error(X, C, "bn", math.inf).max() < 1e-12)
+    True
+    >>> bool(finite_gamma_error(X, C, "bn", 1e3).mean() < finite_gamma_error(X, C, "bn", 10.0).mean())
+    True
     """
     from .model import ClusterTransformer
 

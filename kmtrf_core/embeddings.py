@@ -71,8 +71,22 @@ def binary_codes(k: int, dtype: torch.dtype = torch.float32, device=None) -> tor
 
 
 def code_dim(k: int, scheme: str) -> int:
-    """Number of code coordinates ``m`` a scheme appends to each token.
+    """Number of code coordinates ``m`` a scheme appends to each token (Definition 2.1).
 
+    Parameters
+    ----------
+    k : int
+        Number of clusters, ``k >= 2``.
+    scheme : {"oh", "bn", "sc", "na"}
+        Token embedding.
+
+    Returns
+    -------
+    int
+        ``k`` (OH), ``ceil(log2 k)`` (BN), 1 (SC) or 0 (NA).
+
+    Examples
+    --------
     >>> [code_dim(10, s) for s in ("oh", "bn", "sc", "na")]
     [10, 4, 1, 0]
     """
@@ -85,8 +99,25 @@ def cluster_codes(k: int, scheme: str, dtype: torch.dtype = torch.float32, devic
     """The code matrix of a scheme, one row per cluster: ``(k, code_dim(k, scheme))``.
 
     ``"oh"`` gives the identity, ``"bn"`` :func:`binary_codes`, ``"sc"`` the
-    column ``0, 1, ..., k-1`` and ``"na"`` an empty ``(k, 0)`` matrix.
+    column ``0, 1, ..., k-1`` and ``"na"`` an empty ``(k, 0)`` matrix
+    (the center codes ``E_C`` of Definition 2.1).
 
+    Parameters
+    ----------
+    k : int
+        Number of clusters, ``k >= 2``.
+    scheme : {"oh", "bn", "sc", "na"}
+        Token embedding.
+    dtype, device
+        Of the returned tensor.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(k, m)`` with ``m = code_dim(k, scheme)``; row ``j`` is the code of cluster ``j``.
+
+    Examples
+    --------
     >>> cluster_codes(3, "sc").flatten().tolist()
     [0.0, 1.0, 2.0]
     """
@@ -106,6 +137,22 @@ def d_emb(d: int, k: int, scheme: str) -> int:
 
     (OH) gives ``d + k``, (BN) ``d + ceil(log2 k)`` (Definition 2.1).
 
+    Parameters
+    ----------
+    d : int
+        Data dimension.
+    k : int
+        Number of clusters, ``k >= 2``.
+    scheme : {"oh", "bn", "sc", "na"}
+        Token embedding.
+
+    Returns
+    -------
+    int
+        ``d_emb``, the size of every token and of each projection's side.
+
+    Examples
+    --------
     >>> d_emb(32, 10, "oh"), d_emb(32, 10, "bn")
     (42, 36)
     """
@@ -116,6 +163,22 @@ def d_emb(d: int, k: int, scheme: str) -> int:
 def parameter_count(d: int, k: int, scheme: str) -> int:
     """Parameters of one layer: four attentions, each with Q, K, V of size ``d_emb x d_emb``.
 
+    Parameters
+    ----------
+    d : int
+        Data dimension.
+    k : int
+        Number of clusters, ``k >= 2``.
+    scheme : {"oh", "bn", "sc", "na"}
+        Token embedding.
+
+    Returns
+    -------
+    int
+        ``12 * d_emb(d, k, scheme) ** 2`` (the layer of Definition 2.3, Eq. 4).
+
+    Examples
+    --------
     >>> parameter_count(2, 2, "oh")
     192
     """
@@ -128,6 +191,22 @@ def parameter_reduction(d: int, k: int, scheme: str = "bn", baseline: str = "oh"
     The paper's "up to 75% fewer parameters when k is about d" (Section 1) is
     ``parameter_reduction(d, d)`` for large ``d``.
 
+    Parameters
+    ----------
+    d : int
+        Data dimension.
+    k : int
+        Number of clusters, ``k >= 2``.
+    scheme, baseline : {"oh", "bn", "sc", "na"}
+        The scheme to rate and the one it is compared with.
+
+    Returns
+    -------
+    float
+        In ``[0, 1)`` when ``scheme`` is the smaller one; negative when it is larger.
+
+    Examples
+    --------
     >>> round(parameter_reduction(1024, 1024), 3)
     0.745
     """
@@ -146,6 +225,7 @@ def embed(
     C : torch.Tensor
         Initial centers, ``(B, k, d)``.
     scheme : {"oh", "bn", "sc", "na"}
+        Token embedding.
     codes : torch.Tensor, optional
         A ``(k, m)`` code matrix to use instead of the scheme's.
 

@@ -54,6 +54,24 @@ def center_norm_sq(d: int, k: int, scheme: str, exact: bool = False) -> float:
     ``exact=True`` the code part is the largest squared code norm actually
     used (for BN the largest number of one bits among ``0..k-1``).
 
+    Parameters
+    ----------
+    d : int
+        Data dimension.
+    k : int
+        Number of clusters, ``k >= 2``.
+    scheme : {"oh", "bn", "sc", "na"}
+        Token embedding.
+    exact : bool
+        Use the largest squared norm of the actual codes instead of the paper's value.
+
+    Returns
+    -------
+    int
+        ``d_E``.
+
+    Examples
+    --------
     >>> center_norm_sq(4, 6, "oh"), center_norm_sq(4, 6, "bn"), center_norm_sq(4, 6, "bn", exact=True)
     (5, 7, 6)
     """
@@ -75,10 +93,36 @@ def _logsum(logs) -> float:
 
 @dataclass
 class LipschitzBound:
-    """All pieces of the bound; every ``log_*`` is a natural log.
+    """All pieces of the bound of Theorem I.2, as returned by :func:`lipschitz_bound`.
 
-    ``log10_alpha`` is the headline number; ``terms`` holds the log of each of
-    the twelve per-matrix constants of ``phi`` (keys ``"Q1"`` .. ``"V4"``).
+    Every ``log_*`` is a natural log; ``log10_alpha`` is the headline number.
+
+    Attributes
+    ----------
+    n, k, d, scheme, gamma, tau, omega, Gamma1, Gamma2, refined, combine
+        The arguments of :func:`lipschitz_bound`.
+    d_E : float
+        Largest squared norm of an initial center token (:func:`center_norm_sq`).
+    d_emb : int
+        Token embedding size.
+    norms : dict
+        Token norm bounds of Lemma I.1 (Eq. 37): ``"x0"``, ``"x1"``, ``"c0"``, ``"c_out"``.
+    r_star : float
+        The bound ``r*`` on squared distances (Eq. 49-51).
+    log_omega_tau : float
+        Log of the input stability ``omega_tau`` of the regularized min (Assumption H.1).
+    log_kappa1, log_phi : float
+        Logs of ``kappa_1`` (Eq. 45) and ``phi`` (Theorem I.1).
+    terms : dict
+        Log of each of the twelve per-matrix constants of ``phi``, keys ``"Q1"`` .. ``"V4"``.
+
+    Examples
+    --------
+    >>> b = lipschitz_bound(8, 3, 2, "bn")
+    >>> b.d_E, b.d_emb, round(b.log10_alpha, 2)
+    (4.0, 4, 25.67)
+    >>> max(b.terms, key=b.terms.get)   # the matrix the bound is most sensitive to
+    'K1'
     """
 
     n: int
@@ -103,10 +147,12 @@ class LipschitzBound:
 
     @property
     def log_alpha(self) -> float:
+        """Natural log of the bound ``alpha = kappa_1 * phi``."""
         return self.log_kappa1 + self.log_phi
 
     @property
     def log10_alpha(self) -> float:
+        """Base-10 log of ``alpha``."""
         return self.log_alpha / math.log(10)
 
     @property
@@ -156,10 +202,14 @@ def lipschitz_bound(
         Softmin or sparsemax. The paper bounds ``omega_tau`` only for softmin
         (``exp(r*/tau)/k``, Eq. 33); for sparsemax both modes use the exact
         ``2 (1 - 1/k)`` (module docstring).
+    Gamma1, Gamma2 : float
+        Spectral-norm bounds of the query/key and of the value projections.
     refined : bool
         Replace the softmax stability constants by their exact values.
     combine : {"max", "sum"}
         How the twelve per-matrix constants form ``phi``.
+    exact_dE : bool
+        Take ``d_E`` from the actual codes (:func:`center_norm_sq` with ``exact=True``).
 
     Returns
     -------
@@ -272,10 +322,29 @@ def random_parameters(
     Each matrix is Gaussian, rescaled to a spectral norm drawn uniformly in
     ``(0, Gamma]`` (``Gamma1`` for Q and K, ``Gamma2`` for V).
 
+    Parameters
+    ----------
+    count : int
+        Number of parameter sets.
+    d_emb : int
+        Token embedding size.
+    Gamma1, Gamma2 : float
+        Spectral-norm bounds of Q, K and of V.
+    generator : torch.Generator, optional
+        Source of randomness.
+    dtype : torch.dtype
+        Of the returned tensors.
+
     Returns
     -------
     dict
         ``"Q"``, ``"K"``, ``"V"``: ``(count, 4, d_emb, d_emb)``.
+
+    Examples
+    --------
+    >>> p = random_parameters(3, 4, 1.0, 0.5, generator=torch.Generator().manual_seed(0))
+    >>> p["V"].shape, bool(torch.linalg.matrix_norm(p["V"], ord=2).max() <= 0.5)
+    (torch.Size([3, 4, 4, 4]), True)
     """
     out = {}
     for name, bound in (("Q", Gamma1), ("K", Gamma1), ("V", Gamma2)):
@@ -311,7 +380,36 @@ def empirical_lipschitz(
       nuclear norms of the twelve matrix gradients (the dual of the max of
       spectral norms), at random ``Theta``.
 
-    Over all tasks of the batch. Returns a dict with both and their per-pair values.
+    Both take the largest value over the tasks of the batch.
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    scheme, gamma, tau, omega, Gamma1, Gamma2
+        As in :func:`lipschitz_bound`.
+    pairs : int
+        Random parameter sets (and pairs) to try.
+    step : float
+        Size of the perturbation, relative to ``max(Gamma1, Gamma2)``.
+    generator : torch.Generator, optional
+        Source of randomness.
+
+    Returns
+    -------
+    dict
+        ``"quotient"`` and ``"gradient"`` (floats, the largest values) and
+        ``"quotients"``, ``"gradients"`` (lists of the ``pairs`` values).
+
+    Examples
+    --------
+    >>> g = torch.Generator().manual_seed(0)
+    >>> X = torch.rand(2, 8, 2, generator=g, dtype=torch.float64); C = X[:, :3].clone()
+    >>> emp = empirical_lipschitz(X, C, "bn", pairs=2, generator=g)
+    >>> len(emp["quotients"]), emp["quotient"] < 10 ** lipschitz_bound(8, 3, 2, "bn").log10_alpha
+    (2, True)
     """
     from .model import ClusterTransformer
 

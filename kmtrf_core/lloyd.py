@@ -115,6 +115,8 @@ def _check_empty(empty: str) -> str:
 def lloyd_step(X: torch.Tensor, C: torch.Tensor, empty: str = "keep") -> torch.Tensor:
     """One Lloyd iteration: assign every point, then move each center to the mean of its points.
 
+    One pass of the loop of Algorithm 2 (lines 5-6).
+
     Parameters
     ----------
     X : torch.Tensor
@@ -128,6 +130,12 @@ def lloyd_step(X: torch.Tensor, C: torch.Tensor, empty: str = "keep") -> torch.T
     -------
     torch.Tensor
         New centers ``(B, k, d)``.
+
+    Examples
+    --------
+    >>> X = torch.tensor([[[0.], [1.], [9.], [10.]]])
+    >>> lloyd_step(X, torch.tensor([[[0.], [9.]]])).flatten().tolist()
+    [0.5, 9.5]
     """
     check_points_centers(X, C)
     return _step(X, C, _check_empty(empty))[0]
@@ -163,11 +171,21 @@ def lloyd(X: torch.Tensor, C: torch.Tensor, steps: int = 1, empty: str = "keep")
 
 
 class LloydTrajectory(NamedTuple):
-    """Everything Lloyd's iterations produced.
+    """Everything ``T`` Lloyd iterations produced (returned by :func:`lloyd_trajectory`).
 
-    centers : ``(T + 1, B, k, d)``, index 0 the initial centers.
-    assignments : ``(T, B, n)``, the assignment made at iteration ``t + 1``.
-    counts : ``(T, B, k)``, points per cluster at iteration ``t + 1``.
+    A named tuple of three tensors:
+
+    * ``centers``: ``(T + 1, B, k, d)``, index 0 the initial centers;
+    * ``assignments``: ``(T, B, n)`` int64, index ``t`` the assignment made at iteration ``t + 1``;
+    * ``counts``: ``(T, B, k)``, points per cluster at iteration ``t + 1`` (0: an empty cluster).
+
+    Examples
+    --------
+    >>> X = torch.tensor([[[0.], [1.], [9.], [10.]]])
+    >>> traj = lloyd_trajectory(X, torch.tensor([[[0.], [9.]]]), steps=1)
+    >>> centers, assignments, counts = traj
+    >>> centers[-1].flatten().tolist(), assignments[0].tolist(), counts[0].tolist()
+    ([0.5, 9.5], [[0, 0, 1, 1]], [[2.0, 2.0]])
     """
 
     centers: torch.Tensor
@@ -176,8 +194,27 @@ class LloydTrajectory(NamedTuple):
 
 
 def lloyd_trajectory(X: torch.Tensor, C: torch.Tensor, steps: int, empty: str = "keep") -> LloydTrajectory:
-    """Run ``steps`` Lloyd iterations and keep every intermediate center, assignment and count.
+    """Run ``steps`` Lloyd iterations (Algorithm 2) and keep every intermediate center, assignment and count.
 
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    steps : int
+        Number of iterations ``T >= 1``.
+    empty : {"keep", "error"}
+        Empty-cluster policy (module docstring).
+
+    Returns
+    -------
+    LloydTrajectory
+        ``centers`` ``(T + 1, B, k, d)``, ``assignments`` ``(T, B, n)``,
+        ``counts`` ``(T, B, k)``.
+
+    Examples
+    --------
     >>> X = torch.tensor([[[0.], [1.], [9.], [10.]]])
     >>> traj = lloyd_trajectory(X, X[:, :2].clone(), steps=2)
     >>> traj.centers.shape, traj.counts[0].tolist()
@@ -198,10 +235,28 @@ def lloyd_trajectory(X: torch.Tensor, C: torch.Tensor, steps: int, empty: str = 
 def has_empty_cluster(X: torch.Tensor, C: torch.Tensor, steps: int) -> torch.Tensor:
     """Whether any of the first ``steps`` Lloyd iterations of each task leaves a cluster empty.
 
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    steps : int
+        Number of iterations ``T >= 1`` to check.
+
     Returns
     -------
     torch.Tensor
         ``(B,)`` bool; Theorem 2.1's exactness holds only where this is False.
+
+    Examples
+    --------
+    The center at 20 of the first task attracts no point:
+
+    >>> X = torch.tensor([[[0.], [1.], [9.], [10.]]]).expand(2, 4, 1)
+    >>> C = torch.tensor([[[0.], [1.], [20.]], [[0.], [9.], [10.]]])
+    >>> has_empty_cluster(X, C, steps=1)
+    tensor([ True, False])
     """
     counts = lloyd_trajectory(X, C, steps).counts  # (T, B, k)
     return (counts == 0).any(dim=2).any(dim=0)

@@ -78,9 +78,17 @@ def sparsemax_threshold(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     and ``kappa(z) = (sum_{j<=N} z_(j) - 1) / N``, so that
     ``sum_j [z_j - kappa]_+ = 1``.
 
+    Parameters
+    ----------
+    z : torch.Tensor
+        ``(..., k)`` scores.
+
     Returns
     -------
-    kappa : ``(...,)``; support_size : ``(...,)`` int64.
+    kappa : torch.Tensor
+        ``(...)``, the threshold.
+    support_size : torch.Tensor
+        ``(...)`` int64, the number ``N(z) >= 1`` of non-zero sparsemax weights.
 
     Examples
     --------
@@ -153,6 +161,11 @@ def regularized_weights(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) ->
     tau : float
         Penalty ``> 0``; the weights approach the argmin as ``tau -> 0``.
 
+    Returns
+    -------
+    torch.Tensor
+        ``(..., k)``, non-negative, summing to 1 over the last axis.
+
     Examples
     --------
     >>> r = torch.tensor([0.0, 0.05, 1.0])
@@ -174,6 +187,20 @@ def kmeans_loss(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     Identical to :func:`kmtrf_core.lloyd.kmeans_objective`; differentiable
     almost everywhere in ``C``.
 
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Centers ``(B, k, d)``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B,)``.
+
+    Examples
+    --------
     >>> X = torch.tensor([[[0.], [1.], [4.]]]); C = torch.tensor([[[0.], [4.]]])
     >>> kmeans_loss(X, C)
     tensor([1.])
@@ -182,7 +209,32 @@ def kmeans_loss(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
 
 
 def smoothed_point_losses(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
-    """Per-point smoothed losses ``<P_Omega(r_i / tau), r_i>`` (Eq. 24, 26, 29): ``(B, n)``."""
+    """Per-point smoothed losses ``<P_Omega(r_i / tau), r_i>`` (Eq. 24, 26, 29): ``(B, n)``.
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Centers ``(B, k, d)``.
+    omega : {"ne", "l2"}
+        Softmin or sparsemax weights.
+    tau : float
+        Penalty ``> 0``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B, n)``; entry ``i`` is at least ``min_j |x_i - c_j|^2``.
+
+    Examples
+    --------
+    >>> X = torch.tensor([[[0.], [1.], [4.]]]); C = torch.tensor([[[0.], [4.]]])
+    >>> smoothed_point_losses(X, C, "l2", 0.1)
+    tensor([[0., 1., 0.]])
+    >>> smoothed_point_losses(X, C, "ne", 10.0).round(decimals=2)
+    tensor([[2.6900, 3.4800, 2.6900]])
+    """
     check_points_centers(X, C, k_le_n=False)
     r = sqdist(X, C)  # (B, n, k)
     return (regularized_weights(r, omega, tau) * r).sum(dim=-1)
@@ -198,7 +250,9 @@ def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", ta
     C : torch.Tensor
         Centers ``(B, k, d)``, e.g. the model output.
     omega : {"ne", "l2"}
+        Softmin or sparsemax weights.
     tau : float
+        Penalty ``> 0``.
 
     Returns
     -------
@@ -220,6 +274,26 @@ def weight_gap(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Te
     """``|P(r) - P_Omega(r / tau)|`` (Euclidean) over the last axis, with ``P(r)`` the one-hot argmin (Eq. 30).
 
     Proposition H.1 bounds it by :func:`weight_gap_bound`.
+
+    Parameters
+    ----------
+    r : torch.Tensor
+        ``(..., k)`` squared distances.
+    omega : {"ne", "l2"}
+        Softmin or sparsemax weights.
+    tau : float
+        Penalty ``> 0``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(...)``, differentiable in ``r``.
+
+    Examples
+    --------
+    >>> r = torch.tensor([[0.0, 0.05, 1.0], [0.0, 0.5, 1.0]])
+    >>> weight_gap(r, "l2", 0.1).round(decimals=4)
+    tensor([0.3536, 0.0000])
     """
     P_hard = torch.nn.functional.one_hot(r.argmin(dim=-1), r.shape[-1]).to(r.dtype)
     return (P_hard - regularized_weights(r, omega, tau)).norm(dim=-1)
@@ -228,6 +302,20 @@ def weight_gap(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Te
 def weight_gap_bound(k: int, omega: str) -> float:
     """Proposition H.1's bound on :func:`weight_gap`: ``sqrt(1 - 1/k)`` for L2, ``sqrt(2 log k)`` for NE.
 
+    Parameters
+    ----------
+    k : int
+        Number of clusters, ``k >= 2``.
+    omega : {"ne", "l2"}
+        The regularizer.
+
+    Returns
+    -------
+    float
+        The bound; it does not depend on ``tau``.
+
+    Examples
+    --------
     >>> round(weight_gap_bound(4, "l2"), 4), round(weight_gap_bound(4, "ne"), 4)
     (0.866, 1.6651)
     """
@@ -242,9 +330,32 @@ def worst_weight_gap(
 ) -> tuple[float, torch.Tensor]:
     """Search for the largest :func:`weight_gap` over ``r`` in ``R^k``: random starts, then gradient ascent.
 
-    A numerical check of how tight Proposition H.1 is: returns the largest gap
-    found and the ``r`` attaining it (``(k,)``, float64).
+    A numerical check of how tight Proposition H.1 is.
 
+    Parameters
+    ----------
+    k : int
+        Number of clusters, ``k >= 2``.
+    omega : {"ne", "l2"}
+        The regularizer.
+    tau : float
+        Penalty ``> 0``.
+    restarts : int
+        Random starting points, at scales from ``1e-3 tau`` to ``10 tau``.
+    steps : int
+        Adam steps of the ascent.
+    generator : torch.Generator, optional
+        For the starting points.
+
+    Returns
+    -------
+    gap : float
+        The largest gap found.
+    r : torch.Tensor
+        ``(k,)`` float64, the ``r`` attaining it.
+
+    Examples
+    --------
     >>> gap, r = worst_weight_gap(4, "l2", restarts=16, steps=20, generator=torch.Generator().manual_seed(0))
     >>> gap <= weight_gap_bound(4, "l2") + 1e-12
     True
@@ -266,7 +377,32 @@ def worst_weight_gap(
 
 
 def smoothing_gap(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
-    """Per-point gap ``L~ - L >= 0`` between the smoothed and the exact loss: ``(B, n)``."""
+    """Per-point gap ``L~ - L >= 0`` between the smoothed and the exact loss (Eq. 24 minus Eq. 21).
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Centers ``(B, k, d)``.
+    omega : {"ne", "l2"}
+        Softmin or sparsemax weights.
+    tau : float
+        Penalty ``> 0``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B, n)``, non-negative.
+
+    Examples
+    --------
+    >>> X = torch.tensor([[[0.], [1.], [4.]]]); C = torch.tensor([[[0.], [4.]]])
+    >>> smoothing_gap(X, C, "l2", 0.1)
+    tensor([[0., 0., 0.]])
+    >>> bool((smoothing_gap(X, C, "ne", 1.0) > 0).all())
+    True
+    """
     check_points_centers(X, C, k_le_n=False)
     r = sqdist(X, C)
     smooth = (regularized_weights(r, omega, tau) * r).sum(dim=-1)
@@ -274,9 +410,32 @@ def smoothing_gap(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: floa
 
 
 def smoothing_constant(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
-    """Empirical ``C_Omega^tau`` (Eq. 9): the largest task gap ``L~(X, C) - L(X, C)`` over the batch.
+    """Empirical :math:`C_\\Omega^\\tau` (Eq. 9): the largest task gap ``L~(X, C) - L(X, C)`` over the batch.
 
     An estimate from below of the maximum over the task distribution.
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Centers ``(B, k, d)``, e.g. the model output.
+    omega : {"ne", "l2"}
+        Softmin or sparsemax weights.
+    tau : float
+        Penalty ``> 0``.
+
+    Returns
+    -------
+    torch.Tensor
+        A scalar: the largest of the ``B`` per-task gaps.
+
+    Examples
+    --------
+    >>> X = torch.tensor([[[0.], [1.], [4.]], [[0.], [2.], [4.]]], dtype=torch.float64)
+    >>> C = torch.tensor([[[0.], [4.]], [[0.], [4.]]], dtype=torch.float64)
+    >>> round(smoothing_constant(X, C, "ne", 1.0).item(), 4), smoothing_constant(X, C, "l2", 0.1).item()
+    (0.0027, 0.0)
     """
     return smoothing_gap(X, C, omega, tau).sum(dim=-1).max()
 
@@ -285,8 +444,23 @@ def sparsemax_is_tight(r: torch.Tensor, tau: float) -> torch.Tensor:
     """Where sparsemax is exactly one-hot, so ``L~_L2 = L``: the two smallest entries of ``r`` differ by ``>= tau``.
 
     This is the margin condition: ``sparsemax(-r / tau)`` has a single support
-    element iff ``1 + 2 z_(2) <= z_(1) + z_(2)`` with ``z = -r / tau``.
+    element iff ``1 + 2 z_(2) <= z_(1) + z_(2)`` with ``z = -r / tau``
+    (Eq. 28; the margin condition after Eq. 9).
 
+    Parameters
+    ----------
+    r : torch.Tensor
+        ``(..., k)`` squared distances, ``k >= 2``.
+    tau : float
+        Penalty ``> 0``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(...)`` bool.
+
+    Examples
+    --------
     >>> sparsemax_is_tight(torch.tensor([[0.0, 0.2, 1.0], [0.0, 0.05, 1.0]]), tau=0.1)
     tensor([ True, False])
     """

@@ -88,7 +88,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.
 
 @dataclass(frozen=True)
 class ProfileResult:
-    """Time and memory of one configuration (see :func:`profile_model`).
+    """Time and memory of one configuration (see :func:`profile_model`; Figure 1, Table 1).
 
     Attributes
     ----------
@@ -108,6 +108,14 @@ class ProfileResult:
         Bytes of the weights, buffers and data resident before the step, MiB.
     memory_method : str
         How ``peak_mb`` was measured (one of the ``MEMORY_*`` labels).
+
+    Examples
+    --------
+    >>> times = {"forward": [3.0, 1.0, 2.0], "backward": [4.0, 5.0, 6.0], "eval": [1.0, 1.0, 1.0]}
+    >>> r = ProfileResult(d=2, k=3, scheme="bn", n=16, batch=2, d_emb=4, impl="direct", gamma=1.0,
+    ...                   dtype="float32", device="cpu", threads=1, repeats=3, warmup=1, times_ms=times)
+    >>> r.stats("forward")["median"], r.as_dict()["backward_mean_ms"]
+    (2.0, 5.0)
     """
 
     d: int
@@ -152,6 +160,11 @@ class ProfileResult:
 
 def machine_description(device=None) -> dict:
     """Name the machine a measurement ran on.
+
+    Parameters
+    ----------
+    device : torch.device or str, optional
+        The measured device; default :func:`~kmtrf_core.profiles.default_device`.
 
     Returns
     -------
@@ -715,7 +728,9 @@ def compare_schemes(df, scheme: str = "bn", baseline: str = "oh", stat: str = "m
     df : pandas.DataFrame
         From :func:`profile_grid`, holding both schemes.
     scheme, baseline : str
+        The scheme to rate and the one it is compared with.
     stat : {"median", "mean", "min", "max"}
+        Which timing statistic to compare.
     by : tuple of str
         The columns that identify a grid point.
 

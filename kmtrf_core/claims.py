@@ -1,0 +1,174 @@
+"""The paper's claims, and a way for chapters to record what they measured about each.
+
+:data:`CLAIMS` lists the claims of the paper that the book checks: an id, the
+claim in our words, where the paper makes it, and the chapter that measures
+it. A chapter calls :func:`record` with the measured value (a short text with
+numbers) and a verdict from :func:`verdict`; under Jupyter Book the two are
+glued (myst-nb) as ``<id>_value`` and ``<id>_verdict``, and the claims ledger
+page pastes them, so the ledger always shows what the last build computed.
+Outside a notebook :func:`record` just returns the record.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CLAIMS", "VERDICTS", "Claim", "verdict", "record"]
+
+from typing import NamedTuple
+
+VERDICTS = ("reproduced", "partly", "not reproduced")
+
+
+class Claim(NamedTuple):
+    """One checked claim of the paper: a named tuple ``(text, source, chapter)``.
+
+    * ``text``: the claim, in our words;
+    * ``source``: where the paper makes it (figure, table, theorem or section);
+    * ``chapter``: the book chapter that measures it.
+
+    Examples
+    --------
+    >>> claim = CLAIMS["construction_exact"]
+    >>> claim.source, claim.chapter
+    ('Theorem 2.1, Appendix B', '05_construction')
+    """
+
+    text: str
+    source: str
+    chapter: str
+
+
+CLAIMS: dict[str, Claim] = {
+    "construction_exact": Claim(
+        "With the constructed weights at gamma = inf, T layers equal T Lloyd iterations (BN and OH).",
+        "Theorem 2.1, Appendix B", "05_construction"),
+    "parameter_reduction": Claim(
+        "BN needs d + ceil(log2 k) embedding dimensions instead of d + k, so 12 d_emb^2 parameters shrink accordingly.",
+        "Definition 2.1, Table 1", "03_embeddings"),
+    "cost_speedup": Claim(
+        "BN's forward pass is several times faster than OH's at large k (12.1x at k = 1000).",
+        "Figure 1, Table 1", "08_cost"),
+    "smoothing_bound": Claim(
+        "The regularized-min weights stay within the bound of Proposition H.1 of the hard assignment.",
+        "Proposition H.1, Eq. 9", "06_smoothing"),
+    "lipschitz_bound": Claim(
+        "The Lipschitz bound of Theorem 3.1 holds above measured constants, and OH's is below BN's.",
+        "Theorem 3.1 / I.2", "07_lipschitz"),
+    "learned_step": Claim(
+        "At tau = 0.1 the trained layer beats one Lloyd step on held-out tasks (OH and BN).",
+        "Section 3, Figure 2", "09_training"),
+    "oh_faster_convergence": Claim(
+        "Training converges faster with OH than with BN.",
+        "Section 3, Figure 2", "09_training"),
+    "multistep_naive": Claim(
+        "Iterating the layer on its own tokens fails after the first step.",
+        "Section 4, Figure 6 (left)", "10_multistep"),
+    "multistep_reembed": Claim(
+        "Re-embedding at every step keeps improving, and OH/BN beat Lloyd's iterations.",
+        "Section 4, Figure 6 (right), Appendix C", "10_multistep"),
+    "shift_generalization": Claim(
+        "OH/BN beat Lloyd under 3 of the 4 mixture shifts (all but double scale).",
+        "Section 4, Figure 7", "11_generalization"),
+    "family_generalization": Claim(
+        "Outside cauchy, layers trained on one family beat Lloyd on the other families.",
+        "Section 4, Figures 8 and 18", "11_generalization"),
+    "length_generalization": Claim(
+        "Layers trained at one n beat Lloyd on tasks with 1/4 to 4 times as many points.",
+        "Figure 12", "11_generalization"),
+    "landscape_unimodal": Claim(
+        "Loss surfaces around trained weights look unimodal; OH and BN differ at d = 4 and agree at d = 32.",
+        "Section 3, Figure 3", "12_landscapes"),
+    "cauchy_fails": Claim(
+        "Training on cauchy tasks does not generalize, unlike the other four families.",
+        "Section 3, Figure 4", "13_cauchy"),
+    "cauchy_gap": Claim(
+        "The gap between the smoothed and the k-means loss is an order of magnitude larger for cauchy (> 5 vs < 0.5).",
+        "Section 3, Figure 5", "13_cauchy"),
+    "emd_structure": Claim(
+        "Cauchy tasks are far (in EMD) from the other families, which are close to each other.",
+        "Section 4, Figures 9 and 19", "14_dissimilarity"),
+    "emd_predicts_transfer": Claim(
+        "Task dissimilarities line up with the generalization matrix.",
+        "Section 4 (Figures 8 and 9)", "14_dissimilarity"),
+}
+"""Claim id -> :class:`Claim`, in the order of the ledger."""
+
+
+class _Plain(str):
+    """A string whose repr is itself, so a glued text pastes without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def verdict(ok, total: int | None = None) -> str:
+    """``"reproduced"``, ``"partly"`` or ``"not reproduced"``.
+
+    ``verdict(flag)`` for a single yes/no check; ``verdict(ok, total)`` for
+    ``ok`` successes out of ``total`` checks (all, some, none).
+
+    Parameters
+    ----------
+    ok : bool or int
+        The check's outcome, or the number of checks that passed.
+    total : int, optional
+        The number of checks, ``>= 1``; omit for a single check.
+
+    Returns
+    -------
+    str
+        One of :data:`VERDICTS`.
+
+    Examples
+    --------
+    >>> verdict(True), verdict(3, 3), verdict(1, 3), verdict(0, 3)
+    ('reproduced', 'reproduced', 'partly', 'not reproduced')
+    """
+    if total is None:
+        return VERDICTS[0] if bool(ok) else VERDICTS[2]
+    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+        raise ValueError(f"total must be a positive int, got {total!r}")
+    if isinstance(ok, bool) or not isinstance(ok, int) or not 0 <= ok <= total:
+        raise ValueError(f"ok must be an int between 0 and total={total}, got {ok!r}")
+    return VERDICTS[0] if ok == total else VERDICTS[1] if ok else VERDICTS[2]
+
+
+def record(claim_id: str, value: str, outcome: str) -> dict:
+    """Record what a chapter measured about a claim; glue it for the claims ledger.
+
+    Parameters
+    ----------
+    claim_id : str
+        A key of :data:`CLAIMS`.
+    value : str
+        The measured value in a few words, with numbers.
+    outcome : str
+        One of :data:`VERDICTS` (see :func:`verdict`).
+
+    Returns
+    -------
+    dict
+        ``{"claim", "source", "value", "verdict"}``.
+
+    Examples
+    --------
+    >>> record("construction_exact", "max error 3e-16 over 250 tasks", "reproduced")["verdict"]
+    'reproduced'
+    """
+    if claim_id not in CLAIMS:
+        raise ValueError(f"claim_id must be one of {list(CLAIMS)}, got {claim_id!r}")
+    if outcome not in VERDICTS:
+        raise ValueError(f"outcome must be one of {VERDICTS}, got {outcome!r}")
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("value must be a non-empty string")
+    try:  # only inside an IPython kernel with myst-nb installed
+        from IPython import get_ipython
+
+        if get_ipython() is not None:
+            from myst_nb import glue
+
+            glue(f"{claim_id}_value", _Plain(value.strip()), display=False)
+            glue(f"{claim_id}_verdict", _Plain(outcome), display=False)
+    except ImportError:
+        pass
+    claim = CLAIMS[claim_id]
+    return {"claim": claim.text, "source": claim.source, "value": value.strip(), "verdict": outcome}

@@ -1,0 +1,68 @@
+"""Write book/claims.md, the claims ledger, from kmtrf_core.claims.CLAIMS.
+
+Each row pastes the value and the verdict that the claim's chapter glued
+(``kmtrf_core.claims.record``) during the build, so the page never holds a
+typed-in number. ``--check`` exits non-zero when book/claims.md is out of date
+(the test suite runs it).
+
+    .venv/bin/python tools/claims_page.py          # rewrite book/claims.md
+    .venv/bin/python tools/claims_page.py --check  # fail if it would change
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kmtrf_core.claims import CLAIMS
+
+PAGE = Path(__file__).resolve().parent.parent / "book" / "claims.md"
+
+HEADER = """# Claims ledger
+
+Every claim of {{cite}}`park2026leaner` that this book checks, where the paper makes it, what we
+measured and our verdict. The last two columns are not typed in: each is pasted from the chapter
+that measures it (with myst-nb's `glue`, through `kmtrf_core.claims.record`), so they show what
+the build that produced this page computed, at the profile it ran with (stated at the top of
+each chapter; the published book uses `book`). A claim is *reproduced* when every check of it
+holds at that profile, *partly* when some do, and *not reproduced* when none does.
+
+Claims about learned layers are the ones most sensitive to scale: at the `book` profile the layers
+train for a few hundred steps on a CPU, where the paper trains for 10000 steps on a GPU. Read their
+verdicts with that in mind; each chapter shows the numbers behind its verdicts, and the `paper`
+profile reruns it at the paper's sizes.
+
+| Claim | Paper | Chapter | Measured | Verdict |
+|---|---|---|---|---|
+"""
+
+
+def render() -> str:
+    rows = []
+    for key, claim in CLAIMS.items():
+        nb = f"{claim.chapter}.ipynb"
+        rows.append(
+            f"| {claim.text} | {claim.source} | {{doc}}`{claim.chapter}` "
+            f"| {{glue:text}}`{nb}::{key}_value` | **{{glue:text}}`{nb}::{key}_verdict`** |"
+        )
+    return HEADER + "\n".join(rows) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if book/claims.md is out of date")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        if not PAGE.exists() or PAGE.read_text() != text:
+            print(f"{PAGE} is out of date: run python tools/claims_page.py", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(text)
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
