@@ -25,7 +25,21 @@ BUILD      := _build
 CACHE      := $(BUILD)/.jupyter_cache
 CORE_HASH  := $(BUILD)/.core-hash
 
-.PHONY: venv book test clean
+# MathJax served with the book, not from a CDN (see _config.yml: html_static_path, mathjax_path).
+MATHJAX    := _mathjax/mathjax/tex-svg-full.js
+
+# make test builds the book at the quick profile in a staged copy (tests_browser/stage_book.py),
+# outside _build/: nbmake skips every notebook with a folder named _build in its path.
+QUICK      := _build_test
+QUICK_SRC  := $(QUICK)/src
+# The browser tests open BROWSER_BOOK/_build/html; `make browser-test BROWSER_BOOK=.` checks
+# the book that `make book` built (screenshots in _build/screenshots).
+BROWSER_BOOK ?= $(QUICK_SRC)
+SCREENSHOTS  ?= $(if $(filter $(QUICK_SRC),$(BROWSER_BOOK)),$(QUICK)/screenshots,$(BROWSER_BOOK)/_build/screenshots)
+CHROMIUM     := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+
+.PHONY: venv mathjax chromium book test browser-test clean
 
 venv: $(STAMP)
 
@@ -37,9 +51,30 @@ $(STAMP): requirements.txt pyproject.toml
 	cd / && $(BIN)/python -c "import kmtrf_core"
 	touch $@
 
+# es5/tex-svg-full.js (every TeX extension built in, SVG output: it loads no other file)
+# from the pinned django-static-mathjax wheel, with MathJax's licence.
+mathjax: $(MATHJAX)
+
+$(MATHJAX): $(STAMP)
+	mkdir -p $(@D)
+	src=$$($(BIN)/python -c 'import mathjax, pathlib; print(pathlib.Path(mathjax.__path__[0], "static", "mathjax"))'); \
+	cp "$$src/LICENSE" $(@D)/LICENSE; \
+	cp "$$src/es5/tex-svg-full.js" $@.tmp && mv $@.tmp $@
+
+# Debian's chromium and its matching chromedriver, for the browser tests; installed only
+# when missing (needs root or sudo, and apt access).
+chromium:
+	@if [ ! -x $(CHROMIUM) ] || [ ! -x $(CHROMEDRIVER) ]; then \
+	  echo "Installing chromium and chromium-driver (apt) for the browser tests"; \
+	  sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$sudo apt-get update -q; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+	    chromium chromium-driver fonts-liberation; \
+	fi
+
 # The execution cache keys on notebook code cells only; a change to kmtrf_core,
 # to _config.yml or to the profile must re-execute every chapter, so drop the cache then.
-book: $(STAMP)
+book: $(STAMP) $(MATHJAX)
 	mkdir -p $(BUILD)
 	new=$$( { find kmtrf_core -name '*.py' -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum; \
 	          sha256sum _config.yml; echo "KMTRF_PROFILE=$(KMTRF_PROFILE)"; } | sha256sum | cut -d' ' -f1 ); \
@@ -56,10 +91,27 @@ book: $(STAMP)
 	$(KERNEL_ENV) $(BIN)/jupyter-book build . --all -W --keep-going
 	@echo "Open $(BUILD)/html/index.html"
 
-# Unit tests, then every chapter executed by nbmake, all at the quick profile.
-test: $(STAMP)
+# make test, in order (each chapter is executed once):
+#  1. the unit tests;
+#  2. a copy of the book's sources in $(QUICK_SRC), with notebook execution off in its
+#     _config.yml (book/ itself stays output-free);
+#  3. nbmake executes every chapter of the copy at the quick profile and writes the
+#     outputs into the copy's notebooks (--overwrite);
+#  4. jupyter-book renders the copy from those outputs; any warning fails (-W);
+#  5. the browser tests (tests_browser/) open every page in headless Chromium without
+#     network: console errors, typeset math, images, Colab links, navigation; screenshots
+#     go to $(SCREENSHOTS).
+test: $(STAMP) $(MATHJAX) chromium
 	KMTRF_PROFILE=quick $(BIN)/python -m pytest tests
-	KMTRF_PROFILE=quick $(KERNEL_ENV) $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 book/
+	rm -rf $(QUICK)
+	$(BIN)/python tests_browser/stage_book.py $(QUICK_SRC)
+	KMTRF_PROFILE=quick $(KERNEL_ENV) $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite $(QUICK_SRC)/book
+	$(BIN)/jupyter-book build $(QUICK_SRC) --all -W --keep-going
+	$(MAKE) --no-print-directory browser-test BROWSER_BOOK=$(QUICK_SRC)
+
+# The browser tests alone, on an already built book (default: the one `make test` built).
+browser-test: $(STAMP) chromium
+	$(BIN)/python -m pytest tests_browser --book $(BROWSER_BOOK) --screenshots $(SCREENSHOTS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(QUICK) _mathjax

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["median_iqr", "heatmap", "plot_task", "training_curves", "run_label", "step_curves", "SCHEME_COLORS"]
+__all__ = ["median_iqr", "heatmap", "plot_task", "training_curves", "run_label", "step_curves", "animation_html", "SCHEME_COLORS"]
 
 SCHEME_COLORS = {"OH:NE": "tab:blue", "OH:L2": "tab:cyan", "BN:NE": "tab:red", "BN:L2": "tab:orange",
                  "NA:NE": "tab:green", "NA:L2": "tab:olive", "OH": "tab:blue", "BN": "tab:red", "NA": "tab:green"}
@@ -300,3 +300,36 @@ def step_curves(ax, table, value: str = "loss", colors: dict | None = None, lloy
     ax.set_xlabel("clustering step t")
     ax.set_ylabel("k-means loss" if value == "loss" else "loss / Lloyd's loss")
     return ax
+
+
+def animation_html(anim) -> str:
+    """A matplotlib animation as a self-contained HTML/JS player, with no request to a CDN.
+
+    ``anim.to_jshtml()`` links Font Awesome 4.4 from maxcdn.bootstrapcdn.com for its button
+    icons; the book's theme already ships Font Awesome (whose ``fa fa-play`` style names it
+    still accepts), so the link is dropped and the page loads nothing from outside.
+
+    Parameters
+    ----------
+    anim : matplotlib.animation.Animation
+
+    Returns
+    -------
+    str
+        HTML to pass to ``IPython.display.HTML``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from matplotlib.animation import FuncAnimation
+    >>> fig, ax = plt.subplots()
+    >>> (line,) = ax.plot([0, 1], [0, 1])
+    >>> html = animation_html(FuncAnimation(fig, lambda i: (line,), frames=2))
+    >>> plt.close(fig)
+    >>> "bootstrapcdn" in html, "<script" in html
+    (False, True)
+    """
+    import re
+
+    html = anim.to_jshtml()
+    return re.sub(r"<link[^>]*font-awesome[^>]*>\s*", "", html)

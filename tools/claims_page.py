@@ -21,7 +21,7 @@ PAGE = Path(__file__).resolve().parent.parent / "book" / "claims.md"
 
 HEADER = """# Claims ledger
 
-Every claim of {{cite}}`park2026leaner` that this book checks, where the paper makes it, what we
+Every claim of {cite}`park2026leaner` that this book checks, where the paper makes it, what we
 measured and our verdict. The last two columns are not typed in: each is pasted from the chapter
 that measures it (with myst-nb's `glue`, through `kmtrf_core.claims.record`), so they show what
 the build that produced this page computed, at the profile it ran with (stated at the top of
@@ -39,12 +39,13 @@ profile reruns it at the paper's sizes.
 
 
 def render() -> str:
+    # the ``:s`` format suffix: without one, myst-nb splits ``doc.ipynb::key`` at its last colon
     rows = []
     for key, claim in CLAIMS.items():
         nb = f"{claim.chapter}.ipynb"
         rows.append(
             f"| {claim.text} | {claim.source} | {{doc}}`{claim.chapter}` "
-            f"| {{glue:text}}`{nb}::{key}_value` | **{{glue:text}}`{nb}::{key}_verdict`** |"
+            f"| {{glue:text}}`{nb}::{key}_value:s` | **{{glue:text}}`{nb}::{key}_verdict:s`** |"
         )
     return HEADER + "\n".join(rows) + "\n"
 
