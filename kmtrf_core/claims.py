@@ -4,7 +4,7 @@
 claim in our words, where the paper makes it, and the chapter that measures
 it. A chapter calls :func:`record` with the measured value (a short text with
 numbers) and a verdict from :func:`verdict`; under Jupyter Book the two are
-glued (myst-nb) as ``<id>_value`` and ``<id>_verdict``, and the claims ledger
+glued (myst-nb) as ``<id>_value``, ``<id>_verdict`` and ``<id>_profile``, and the claims ledger
 page pastes them, so the ledger always shows what the last build computed.
 Outside a notebook :func:`record` just returns the record.
 """
@@ -147,7 +147,8 @@ def record(claim_id: str, value: str, outcome: str) -> dict:
     Returns
     -------
     dict
-        ``{"claim", "source", "value", "verdict"}``.
+        ``{"claim", "source", "value", "verdict", "profile"}`` (the profile in force,
+        :func:`~kmtrf_core.profiles.get_profile`).
 
     Examples
     --------
@@ -160,6 +161,9 @@ def record(claim_id: str, value: str, outcome: str) -> dict:
         raise ValueError(f"outcome must be one of {VERDICTS}, got {outcome!r}")
     if not isinstance(value, str) or not value.strip():
         raise ValueError("value must be a non-empty string")
+    from .profiles import get_profile
+
+    profile = get_profile().name
     try:  # only inside an IPython kernel with myst-nb installed
         from IPython import get_ipython
 
@@ -168,7 +172,9 @@ def record(claim_id: str, value: str, outcome: str) -> dict:
 
             glue(f"{claim_id}_value", _Plain(value.strip()), display=False)
             glue(f"{claim_id}_verdict", _Plain(outcome), display=False)
+            glue(f"{claim_id}_profile", _Plain(profile), display=False)
     except ImportError:
         pass
     claim = CLAIMS[claim_id]
-    return {"claim": claim.text, "source": claim.source, "value": value.strip(), "verdict": outcome}
+    return {"claim": claim.text, "source": claim.source, "value": value.strip(), "verdict": outcome,
+            "profile": profile}

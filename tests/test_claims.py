@@ -24,7 +24,7 @@ def test_verdict_rejects_bad_counts(ok, total):
 def test_record_returns_the_claim_and_validates():
     out = record("cauchy_gap", "factor 12", "reproduced")
     assert out == {"claim": CLAIMS["cauchy_gap"].text, "source": CLAIMS["cauchy_gap"].source,
-                   "value": "factor 12", "verdict": "reproduced"}
+                   "value": "factor 12", "verdict": "reproduced", "profile": "quick"}
     with pytest.raises(ValueError, match="claim_id"):
         record("no_such_claim", "x", "reproduced")
     with pytest.raises(ValueError, match="outcome"):
@@ -59,7 +59,8 @@ def test_claims_page_is_in_sync_with_the_registry():
     assert result.returncode == 0, result.stderr
     page = (ROOT / "book" / "claims.md").read_text()
     for key, claim in CLAIMS.items():
-        assert f"{claim.chapter}.ipynb::{key}_value" in page and f"{claim.chapter}.ipynb::{key}_verdict" in page
+        for field in ("value", "verdict", "profile"):
+            assert f"{claim.chapter}.ipynb::{key}_{field}:s" in page
 
 
 def test_verdicts_are_the_three_words():

@@ -21,20 +21,20 @@ PAGE = Path(__file__).resolve().parent.parent / "book" / "claims.md"
 
 HEADER = """# Claims ledger
 
-Every claim of {cite}`park2026leaner` that this book checks, where the paper makes it, what we
-measured and our verdict. The last two columns are not typed in: each is pasted from the chapter
-that measures it (with myst-nb's `glue`, through `kmtrf_core.claims.record`), so they show what
-the build that produced this page computed, at the profile it ran with (stated at the top of
-each chapter; the published book uses `book`). A claim is *reproduced* when every check of it
-holds at that profile, *partly* when some do, and *not reproduced* when none does.
+Every claim of {cite}`park2026leaner` that this book checks: where the paper makes it, what we
+measured, the profile we measured it at, and our verdict. The last three columns are not typed
+in. Each is pasted from the chapter that measures it (through `kmtrf_core.claims.record`, which
+uses myst-nb's `glue`), so the page shows what the build that produced it computed. A claim is
+*reproduced* when every check of it holds at that profile, *partly* when some do, and *not
+reproduced* when none does.
 
 Claims about learned layers are the ones most sensitive to scale: at the `book` profile the layers
 train for a few hundred steps on a CPU, where the paper trains for 10000 steps on a GPU. Read their
 verdicts with that in mind; each chapter shows the numbers behind its verdicts, and the `paper`
 profile reruns it at the paper's sizes.
 
-| Claim | Paper | Chapter | Measured | Verdict |
-|---|---|---|---|---|
+| Claim | Paper | Chapter | Measured | Profile | Verdict |
+|---|---|---|---|---|---|
 """
 
 
@@ -45,7 +45,8 @@ def render() -> str:
         nb = f"{claim.chapter}.ipynb"
         rows.append(
             f"| {claim.text} | {claim.source} | {{doc}}`{claim.chapter}` "
-            f"| {{glue:text}}`{nb}::{key}_value:s` | **{{glue:text}}`{nb}::{key}_verdict:s`** |"
+            f"| {{glue:text}}`{nb}::{key}_value:s` | {{glue:text}}`{nb}::{key}_profile:s` "
+            f"| **{{glue:text}}`{nb}::{key}_verdict:s`** |"
         )
     return HEADER + "\n".join(rows) + "\n"
 
