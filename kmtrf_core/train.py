@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -567,13 +568,18 @@ def cache_dir(path=None) -> Path:
 
 
 def _cache_key(config: TrainConfig) -> str:
-    here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     wanted = {key: value for key, value in config.to_dict().items() if key != "device"}
     digest.update(json.dumps(wanted, sort_keys=True).encode())
-    for name in _TRAINING_SOURCES:
-        digest.update(_code_fingerprint((here / f"{name}.py").read_text()).encode())
+    digest.update(_training_code_fingerprint().encode())
     return digest.hexdigest()[:24]
+
+
+@functools.lru_cache(maxsize=1)
+def _training_code_fingerprint() -> str:
+    """Of the training modules, read and parsed once per process (the code that runs is the imported one)."""
+    here = Path(__file__).resolve().parent
+    return "\n".join(_code_fingerprint((here / f"{name}.py").read_text()) for name in _TRAINING_SOURCES)
 
 
 def _code_fingerprint(source: str) -> str:

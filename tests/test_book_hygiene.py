@@ -19,14 +19,17 @@ NOTEBOOKS = sorted(BOOK.glob("*.ipynb"))
 MARKDOWN = sorted(BOOK.glob("*.md"))
 
 
-def _load_colab_cell_module():
-    spec = importlib.util.spec_from_file_location("colab_cell", ROOT / "tools" / "colab_cell.py")
+def _load_script(path: Path):
+    """Import a script that is not in a package (tools/, tests_browser/) by its path."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-colab_cell = _load_colab_cell_module()
+colab_cell = _load_script(ROOT / "tools" / "colab_cell.py")
+# the one walker of _toc.yml, shared with the staging of make test's build and the browser tests
+toc_files = _load_script(ROOT / "tests_browser" / "stage_book.py").toc_files
 
 
 def _read_nb(path: Path) -> dict:
@@ -109,22 +112,7 @@ def test_colab_cell_does_nothing_off_colab():
 
 # --- table of contents -------------------------------------------------------------
 
-def _toc_files(node) -> list[str]:
-    files = []
-    if isinstance(node, dict):
-        for key in ("root", "file"):
-            if key in node:
-                files.append(str(node[key]))
-        for value in node.values():
-            if isinstance(value, (list, dict)):
-                files.extend(_toc_files(value))
-    elif isinstance(node, list):
-        for item in node:
-            files.extend(_toc_files(item))
-    return files
-
-
-TOC_FILES = _toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8")))
+TOC_FILES = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8")))
 
 
 def _resolve(entry: str) -> list[Path]:

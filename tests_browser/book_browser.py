@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import yaml
+from stage_book import toc_files
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("KMTRF_CHROMIUM", "/usr/bin/chromium")
@@ -34,18 +35,9 @@ MAX_SCREENSHOT_HEIGHT = 16000
 # --- the book: its table of contents and configuration ----------------------------
 
 def toc_docnames(node) -> list[str]:
-    """Every ``root`` / ``file`` entry of a sphinx-external-toc tree, in order."""
-    names = []
-    if isinstance(node, dict):
-        names += [str(node[key]) for key in ("root", "file") if key in node]
-        for value in node.values():
-            if isinstance(value, (list, dict)):
-                names += toc_docnames(value)
-    elif isinstance(node, list):
-        for item in node:
-            names += toc_docnames(item)
+    """Every ``root`` / ``file`` entry of a sphinx-external-toc tree, in order, without suffix."""
     # "book/intro.md" and "book/intro" name the same document
-    return [re.sub(r"\.(md|ipynb|rst)$", "", n) for n in names]
+    return [re.sub(r"\.(md|ipynb|rst)$", "", n) for n in toc_files(node)]
 
 
 @dataclass(frozen=True)
