@@ -66,7 +66,7 @@ PROFILES: dict[str, dict[str, dict]] = {
             impl="direct", tasks=16, grid=9, span=1.0,
         ),
         "cauchy": dict(omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=16, grid=9, span=1.0, gap_scheme="bn"),
-        "dissimilarity": dict(m=4, m_large=6, tasks=16, T=6),
+        "dissimilarity": dict(m=4, m_large=6, lp_per_family=2, lp_n=24, tasks=16, T=6),
         "construction": dict(
             n_grid=[16, 64], d_grid=[1, 3], k_grid=[2, 3, 5, 8], tasks=8, steps=10, table_steps=[1, 2, 5, 10, 20],
             table_tasks=32, table_n=128, table_d=4, table_k=6, gammas=[1.0, 10.0, 100.0, 1000.0, 1e4],
@@ -112,7 +112,7 @@ PROFILES: dict[str, dict[str, dict]] = {
             impl="direct", tasks=32, grid=21, span=1.0,
         ),
         "cauchy": dict(omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=64, grid=21, span=1.0, gap_scheme="bn"),
-        "dissimilarity": dict(m=4, m_large=16, tasks=64, T=20),
+        "dissimilarity": dict(m=4, m_large=16, lp_per_family=2, lp_n=24, tasks=64, T=20),
         "construction": dict(
             n_grid=[16, 64, 256], d_grid=[1, 2, 5, 16], k_grid=[2, 3, 5, 6, 8, 13, 16], tasks=16, steps=10,
             table_steps=[1, 2, 5, 10, 20], table_tasks=256, table_n=256, table_d=8, table_k=10,
@@ -159,7 +159,7 @@ PROFILES: dict[str, dict[str, dict]] = {
             val_every=100, impl="sdpa", tasks=64, grid=41, span=1.0,
         ),
         "cauchy": dict(omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=256, grid=41, span=1.0, gap_scheme="bn"),
-        "dissimilarity": dict(m=4, m_large=16, tasks=256, T=20),
+        "dissimilarity": dict(m=4, m_large=16, lp_per_family=2, lp_n=24, tasks=256, T=20),
         "construction": dict(
             n_grid=[16, 128, 512], d_grid=[1, 2, 8, 32], k_grid=[2, 3, 5, 6, 8, 10, 16, 25], tasks=32, steps=20,
             table_steps=[1, 2, 5, 10, 20], table_tasks=1024, table_n=512, table_d=32, table_k=10,
