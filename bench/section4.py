@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from kmtrf_core import ClusterTransformer, sample_tasks  # noqa: E402
 from kmtrf_core.dissimilarity import distance_samples, emd_matrix  # noqa: E402
-from kmtrf_core.evaluate import evaluate_models, family_tasks  # noqa: E402
+from kmtrf_core import evaluate_models, family_tasks  # noqa: E402
 from kmtrf_core.landscape import loss_surface  # noqa: E402
 
 

@@ -10,7 +10,7 @@ Every configuration runs ``--warmup`` untimed and ``--repeats`` timed
 repetitions of: forward (train mode), backward of the smoothed training loss,
 forward in eval mode under ``torch.no_grad``; then one training step in a
 worker process measures its peak memory (on the CPU; on CUDA the allocator's
-peak). See ``kmtrf_core.profiling`` for the details of each measure.
+peak). See ``kmtrf_core.cost`` for the details of each measure.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from kmtrf_core.profiling import compare_schemes, machine_description, profile_grid  # noqa: E402
+from kmtrf_core.cost.harness import compare_schemes, machine_description, measure_grid  # noqa: E402
 
 PAPER_K = [6, 25, 100, 400, 1000]
 
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         raw = []
         for k in ks:
             t0 = time.perf_counter()
-            df = profile_grid([d], [k], n=n, batch=batch, impl=impl, repeats=args.repeats, warmup=args.warmup,
+            df = measure_grid([d], [k], n=n, batch=batch, impl=impl, repeats=args.repeats, warmup=args.warmup,
                               device=args.device)
             raw.append(df)
             c = compare_schemes(df, stat="median").iloc[0]

@@ -4,11 +4,11 @@ Three tables:
 
 1. step time at the paper's setting (n=512, d=32, k=10, B=32), OH and BN, with
    the SDPA and the direct attention kernels: median / min / max ms per step
-   and steps per second, from ``kmtrf_core.train.train`` itself (sampling,
+   and steps per second, from ``kmtrf_core.training.train`` itself (sampling,
    forward, loss, backward, Adam);
 2. where the time of one step goes (sampling, forward, loss, backward, Adam),
    timed phase by phase;
-3. peak memory of one step against n = 512 .. 8192 (``kmtrf_core.profiling``,
+3. peak memory of one step against n = 512 .. 8192 (``kmtrf_core.cost``,
    a separate worker process per configuration), SDPA vs direct;
 4. the ensemble speedup: S seeds trained together vs S separate runs.
 
@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from kmtrf_core import ClusterTransformer, sample_tasks, smoothed_kmeans_loss
-from kmtrf_core.profiling import profile_model
-from kmtrf_core.train import TrainConfig, train
+from kmtrf_core.cost.harness import measure_model
+from kmtrf_core.training import TrainConfig, train
 
 
 def step_times(n, d, k, scheme, impl, steps, seeds=(0,)):
@@ -95,8 +95,8 @@ def main() -> None:
     print(f"\n3. peak memory of one training step vs n (d={d0}, k={k0}, OH, B=32)")
     print(f"{'n':>6} {'sdpa MB':>10} {'MB per 1k points':>17} {'direct MB':>10}")
     for n in ns:
-        sd = profile_model(d0, k0, "oh", n, 32, impl="sdpa", repeats=1, warmup=0)
-        direct = (profile_model(d0, k0, "oh", n, 32, impl="direct", repeats=1, warmup=0).peak_mb
+        sd = measure_model(d0, k0, "oh", n, 32, impl="sdpa", repeats=1, warmup=0)
+        direct = (measure_model(d0, k0, "oh", n, 32, impl="direct", repeats=1, warmup=0).peak_mb
                   if n <= (256 if args.quick else 2048) else float("nan"))
         print(f"{n:6d} {sd.peak_mb:10.1f} {1000 * sd.peak_mb / n:17.1f} {direct:10.1f}")
     print(f"   memory method: {sd.memory_method}")

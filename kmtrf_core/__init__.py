@@ -1,34 +1,53 @@
 """kmtrf_core: the thin, fast core behind the kmtrf book.
 
-A flat public API: everything a chapter needs is importable from here.
+The folders are the rooms:
+
+* the package top holds the paper's mathematics, one idea per module
+  (:mod:`~kmtrf_core.embeddings`, :mod:`~kmtrf_core.attention`,
+  :mod:`~kmtrf_core.model`, :mod:`~kmtrf_core.construction`,
+  :mod:`~kmtrf_core.lloyd`, :mod:`~kmtrf_core.objectives`,
+  :mod:`~kmtrf_core.tasks`, :mod:`~kmtrf_core.lipschitz`,
+  :mod:`~kmtrf_core.evaluate`, :mod:`~kmtrf_core.landscape`,
+  :mod:`~kmtrf_core.dissimilarity`), with :mod:`~kmtrf_core.validation`
+  (argument checks) and :mod:`~kmtrf_core.device` (where tensors go);
+* :mod:`kmtrf_core.training`: the config, the training loop with its
+  checkpoints, the runs (cache, sweeps) and the command line;
+* :mod:`kmtrf_core.cost`: the analytic FLOP/byte model and the timing and
+  memory harness;
+* :mod:`kmtrf_core.book`: what only the book needs (run profiles, the claims
+  ledger, figure helpers, the experiments several chapters share).
+
+The flat API below re-exports the first three rooms; the book's plumbing is
+imported from :mod:`kmtrf_core.book`.
 """
 
 from .attention import attention_weights, distance_attention, hardmax_weights, sqdist
-from .construction import code_geometry, code_lloyd_step, finite_gamma_error, layer_trace, lloyd_weights
+from .construction import code_geometry, code_lloyd_step, finite_gamma_error, layer_trace
+from .cost import Measurement, attention_cost, compare_schemes, machine_description, measure_grid, measure_model
+from .device import default_device
 from .dissimilarity import block_labels, block_summary, distance_samples, emd_matrix
 from .embeddings import (
+    SCHEMES,
     binary_codes,
     cluster_codes,
     code_dim,
-    d_emb,
     embed,
+    embedding_dim,
     parameter_count,
     parameter_reduction,
 )
 from .evaluate import (
     MODES,
-    SHIFTS,
     center_trajectory,
     evaluate_models,
-    family_generalization,
     family_matrix,
-    family_tasks,
     final_ratios,
     lloyd_loss_trajectory,
     loss_trajectory,
-    shifted_tasks,
+    relative_loss,
 )
 from .landscape import Landscape, filter_normalized_direction, loss_surface
+from .lipschitz import LipschitzBound, center_norm_sq, empirical_lipschitz, lipschitz_bound, random_parameters
 from .lloyd import (
     LloydTrajectory,
     assign,
@@ -38,11 +57,9 @@ from .lloyd import (
     lloyd_step,
     lloyd_trajectory,
 )
-from .lipschitz import LipschitzBound, center_norm_sq, empirical_lipschitz, lipschitz_bound, random_parameters
-from .model import ClusterTransformer
+from .model import ClusterTransformer, lloyd_weights
 from .objectives import (
     OMEGAS,
-    kmeans_loss,
     regularized_weights,
     smoothed_kmeans_loss,
     smoothed_point_losses,
@@ -54,31 +71,50 @@ from .objectives import (
     weight_gap,
     weight_gap_bound,
 )
-from .profiles import PROFILES, Profile, default_device, get_profile
-from .profiling import ProfileResult, attention_cost, compare_schemes, machine_description, profile_grid, profile_model
-from .tasks import FAMILIES, make_generator, min_max_scale, sample_tasks, to_unit_cube
-# ``train`` (the function) is not re-exported: it would hide the module ``kmtrf_core.train``
-from .train import TrainConfig, TrainingDiverged, sweep, train_cached
+from .tasks import (
+    FAMILIES,
+    SHIFTS,
+    family_tasks,
+    make_generator,
+    min_max_scale,
+    sample_tasks,
+    shifted_tasks,
+    to_unit_cube,
+)
+from .training import (
+    TrainConfig,
+    TrainingDiverged,
+    convergence_summary,
+    family_generalization,
+    sweep,
+    train,
+    train_cached,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # attention
     "attention_weights",
     "distance_attention",
     "hardmax_weights",
     "sqdist",
+    # construction
     "code_geometry",
     "code_lloyd_step",
     "finite_gamma_error",
     "layer_trace",
     "lloyd_weights",
+    # embeddings
+    "SCHEMES",
     "binary_codes",
     "cluster_codes",
     "code_dim",
-    "d_emb",
     "embed",
+    "embedding_dim",
     "parameter_count",
     "parameter_reduction",
+    # lloyd
     "LloydTrajectory",
     "assign",
     "has_empty_cluster",
@@ -86,14 +122,16 @@ __all__ = [
     "lloyd",
     "lloyd_step",
     "lloyd_trajectory",
+    # model
     "ClusterTransformer",
+    # lipschitz
     "LipschitzBound",
     "center_norm_sq",
     "empirical_lipschitz",
     "lipschitz_bound",
     "random_parameters",
+    # objectives
     "OMEGAS",
-    "kmeans_loss",
     "regularized_weights",
     "smoothed_kmeans_loss",
     "smoothed_point_losses",
@@ -104,41 +142,48 @@ __all__ = [
     "sparsemax_threshold",
     "weight_gap",
     "weight_gap_bound",
-    "PROFILES",
-    "Profile",
-    "default_device",
-    "get_profile",
-    "ProfileResult",
-    "attention_cost",
-    "compare_schemes",
-    "machine_description",
-    "profile_grid",
-    "profile_model",
+    # tasks
     "FAMILIES",
+    "SHIFTS",
+    "family_tasks",
     "make_generator",
     "min_max_scale",
     "sample_tasks",
+    "shifted_tasks",
     "to_unit_cube",
+    # dissimilarity
     "block_labels",
     "block_summary",
     "distance_samples",
     "emd_matrix",
+    # evaluate
     "MODES",
-    "SHIFTS",
     "center_trajectory",
     "evaluate_models",
-    "family_generalization",
     "family_matrix",
-    "family_tasks",
     "final_ratios",
     "lloyd_loss_trajectory",
     "loss_trajectory",
-    "shifted_tasks",
+    "relative_loss",
+    # landscape
     "Landscape",
     "filter_normalized_direction",
     "loss_surface",
+    # device
+    "default_device",
+    # training
     "TrainConfig",
     "TrainingDiverged",
+    "convergence_summary",
+    "family_generalization",
     "sweep",
+    "train",
     "train_cached",
+    # cost
+    "Measurement",
+    "attention_cost",
+    "compare_schemes",
+    "machine_description",
+    "measure_grid",
+    "measure_model",
 ]

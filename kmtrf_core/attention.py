@@ -31,7 +31,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_gamma, check_tensor
+from .validation import check_number, check_tensor
 
 __all__ = ["sqdist", "attention_weights", "hardmax_weights", "distance_attention", "attend"]
 
@@ -122,7 +122,7 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, gamma: float, d_emb: int
     >>> attention_weights(q, k, 1.0).sum().item()
     1.0
     """
-    gamma = check_gamma(gamma)
+    gamma = check_number(gamma, "gamma", allow_inf=True)
     if math.isinf(gamma):
         return hardmax_weights(sqdist(q, k))
     scale = gamma / math.sqrt(q.shape[-1] if d_emb is None else d_emb)
@@ -170,7 +170,7 @@ def distance_attention(
     """
     check_tensor(Zq, "Zq", 3)
     check_tensor(Zk, "Zk", 3, last=Zq.shape[-1])
-    gamma = check_gamma(gamma)
+    gamma = check_number(gamma, "gamma", allow_inf=True)
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     return attend(Zq, Zk, Q, K, V, gamma, impl)

@@ -28,46 +28,13 @@ import math
 
 import torch
 
-from ._checks import check_gamma, check_points_centers, check_positive_int
 from .attention import hardmax_weights, sqdist
 from .embeddings import cluster_codes
 from .lloyd import lloyd
+from .model import ClusterTransformer, lloyd_weights  # lloyd_weights lives with the layer it fills
+from .validation import check_number, check_points_centers
 
 __all__ = ["lloyd_weights", "code_geometry", "code_lloyd_step", "layer_trace", "finite_gamma_error"]
-
-
-def lloyd_weights(d: int, m: int, dtype: torch.dtype = torch.float64, device=None):
-    """Projections ``(Q, K, V)``, each ``(4, d + m, d + m)``, of the proof of Theorem B.1.
-
-    Parameters
-    ----------
-    d : int
-        Data dimension.
-    m : int
-        Code dimension (``k`` for OH, ``ceil(log2 k)`` for BN, 1 for SC).
-    dtype, device
-        Of the returned tensors.
-
-    Returns
-    -------
-    Q, K, V : torch.Tensor
-        Each ``(4, d + m, d + m)``; index ``mu - 1`` holds attention ``mu``
-        of Eq. 4 (the table in the module docstring).
-
-    Examples
-    --------
-    >>> Q, K, V = lloyd_weights(2, 1)
-    >>> V[0].diagonal().tolist(), V[3].diagonal().tolist()
-    ([0.0, 0.0, 1.0], [-1.0, -1.0, -0.0])
-    """
-    check_positive_int(d, "d")
-    check_positive_int(m, "m")
-    P_x = torch.diag(torch.cat([torch.ones(d), torch.zeros(m)])).to(dtype=dtype, device=device)
-    P_c = torch.diag(torch.cat([torch.zeros(d), torch.ones(m)])).to(dtype=dtype, device=device)
-    Q = torch.stack([P_x, P_x, P_c, P_c])
-    K = Q.clone()
-    V = torch.stack([P_c, -P_c, P_x, -P_x])
-    return Q, K, V
 
 
 def code_geometry(k: int, scheme: str | None = None, codes: torch.Tensor | None = None) -> dict:
@@ -234,10 +201,8 @@ def finite_gamma_error(X: torch.Tensor, C: torch.Tensor, scheme: str, gamma: flo
     >>> bool(finite_gamma_error(X, C, "bn", 1e3).mean() < finite_gamma_error(X, C, "bn", 10.0).mean())
     True
     """
-    from .model import ClusterTransformer
-
     check_points_centers(X, C)
-    gamma = check_gamma(gamma)
+    gamma = check_number(gamma, "gamma", allow_inf=True)
     model = ClusterTransformer.from_lloyd(X.shape[2], C.shape[1], scheme, gamma, dtype=X.dtype, device=X.device)
     with torch.no_grad():
         ours = model(X, C, steps=steps)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._checks import check_points_centers, check_positive_int
+from .validation import check_int, check_points_centers
 from .attention import sqdist
 
 __all__ = ["distance_samples", "emd_matrix", "block_summary", "block_labels"]
@@ -105,7 +105,7 @@ def emd_matrix(samples, method: str = "pot", chunk: int = 256) -> np.ndarray:
     rows = _check_samples(samples)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    check_positive_int(chunk, "chunk")
+    check_int(chunk, "chunk")
     N = len(rows)
     out = np.zeros((N, N))
     iu, ju = np.triu_indices(N, k=1)

@@ -21,17 +21,21 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_k, check_points_centers, check_positive_int, check_scheme
+from .validation import check_choice, check_int, check_points_centers
 
 __all__ = [
+    "SCHEMES",
     "binary_codes",
     "code_dim",
     "cluster_codes",
-    "d_emb",
+    "embedding_dim",
     "embed",
     "parameter_count",
     "parameter_reduction",
 ]
+
+SCHEMES = ("oh", "bn", "na", "sc")
+"""Token-embedding schemes: one-hot, binary, none, and our scalar codes."""
 
 
 def _log2_ceil(k: int) -> int:
@@ -64,7 +68,7 @@ def binary_codes(k: int, dtype: torch.dtype = torch.float32, device=None) -> tor
             [0, 0, 1, 1, 0, 0],
             [0, 0, 0, 0, 1, 1]], dtype=torch.int32)
     """
-    check_k(k)
+    check_int(k, "k", minimum=2)
     bits = torch.arange(_log2_ceil(k), device=device)
     idx = torch.arange(k, device=device)
     return ((idx[:, None] >> bits[None, :]) & 1).to(dtype)
@@ -90,8 +94,8 @@ def code_dim(k: int, scheme: str) -> int:
     >>> [code_dim(10, s) for s in ("oh", "bn", "sc", "na")]
     [10, 4, 1, 0]
     """
-    check_k(k)
-    scheme = check_scheme(scheme)
+    check_int(k, "k", minimum=2)
+    scheme = check_choice(scheme, "scheme", SCHEMES)
     return {"oh": k, "bn": _log2_ceil(k), "sc": 1, "na": 0}[scheme]
 
 
@@ -121,8 +125,8 @@ def cluster_codes(k: int, scheme: str, dtype: torch.dtype = torch.float32, devic
     >>> cluster_codes(3, "sc").flatten().tolist()
     [0.0, 1.0, 2.0]
     """
-    scheme = check_scheme(scheme)
-    check_k(k)
+    scheme = check_choice(scheme, "scheme", SCHEMES)
+    check_int(k, "k", minimum=2)
     if scheme == "oh":
         return torch.eye(k, dtype=dtype, device=device)
     if scheme == "bn":
@@ -132,7 +136,7 @@ def cluster_codes(k: int, scheme: str, dtype: torch.dtype = torch.float32, devic
     return torch.zeros(k, 0, dtype=dtype, device=device)
 
 
-def d_emb(d: int, k: int, scheme: str) -> int:
+def embedding_dim(d: int, k: int, scheme: str) -> int:
     """Token embedding size ``d + code_dim(k, scheme)``.
 
     (OH) gives ``d + k``, (BN) ``d + ceil(log2 k)`` (Definition 2.1).
@@ -153,10 +157,10 @@ def d_emb(d: int, k: int, scheme: str) -> int:
 
     Examples
     --------
-    >>> d_emb(32, 10, "oh"), d_emb(32, 10, "bn")
+    >>> embedding_dim(32, 10, "oh"), embedding_dim(32, 10, "bn")
     (42, 36)
     """
-    check_positive_int(d, "d")
+    check_int(d, "d")
     return d + code_dim(k, scheme)
 
 
@@ -175,14 +179,14 @@ def parameter_count(d: int, k: int, scheme: str) -> int:
     Returns
     -------
     int
-        ``12 * d_emb(d, k, scheme) ** 2`` (the layer of Definition 2.3, Eq. 4).
+        ``12 * embedding_dim(d, k, scheme) ** 2`` (the layer of Definition 2.3, Eq. 4).
 
     Examples
     --------
     >>> parameter_count(2, 2, "oh")
     192
     """
-    return 12 * d_emb(d, k, scheme) ** 2
+    return 12 * embedding_dim(d, k, scheme) ** 2
 
 
 def parameter_reduction(d: int, k: int, scheme: str = "bn", baseline: str = "oh") -> float:

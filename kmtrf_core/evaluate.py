@@ -16,7 +16,9 @@ are tidy pandas DataFrames, one row per (model, ensemble member, test, mode,
 step), so the chapters aggregate them with ``groupby``. The probes of Section 4
 (shifted mixtures of Fig. 7, other families of Fig. 8/18, other numbers of
 points of Fig. 12) differ only in the tasks they evaluate on, which
-:func:`shifted_tasks` and :func:`family_tasks` draw.
+:func:`~kmtrf_core.tasks.shifted_tasks` and :func:`~kmtrf_core.tasks.family_tasks`
+draw. Training the layers is not this module's job: the runs that chapters
+evaluate come from :mod:`kmtrf_core.training`.
 
 Used in the chapters on multi-step clustering, generalization, the Cauchy
 problem and task dissimilarities.
@@ -28,57 +30,72 @@ import math
 
 import torch
 
-from ._checks import check_points_centers, check_positive_int
-from .lloyd import kmeans_objective, lloyd_trajectory
-from .model import ClusterTransformer
-from .tasks import FAMILIES, make_generator, sample_tasks
+from .lloyd import kmeans_objective, lloyd, lloyd_trajectory
+from .model import ClusterTransformer, check_model
+from .tasks import FAMILIES, family_tasks, sample_tasks
+from .validation import check_choice, check_int
 
 __all__ = [
     "MODES",
-    "SHIFTS",
+    "relative_loss",
     "center_trajectory",
     "loss_trajectory",
     "lloyd_loss_trajectory",
     "evaluate_models",
-    "shifted_tasks",
-    "family_tasks",
     "final_ratios",
     "family_matrix",
-    "family_generalization",
 ]
 
 MODES = ("reembed", "naive")
 """Ways to run a one-step layer for several steps (Appendix C)."""
 
-SHIFTS = {
-    "unequal weights": dict(unequal_weights=True),
-    "anisotropic": dict(anisotropic=True),
-    "half scale": dict(scale_factor=0.5),
-    "double scale": dict(scale_factor=2.0),
-}
-"""The four distribution shifts of Fig. 7, relative to the training tasks."""
 
 
-def _check_model(model) -> ClusterTransformer:
-    if not isinstance(model, ClusterTransformer):
-        raise ValueError(f"model must be a ClusterTransformer, got {type(model).__name__}")
-    return model
+def relative_loss(
+    model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor, chunk: int = 64, reference: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Relative loss of Eq. 20 per task: ``L(X, F(X, C)) / L(X, Lloyd_1(X, C))``.
 
+    Below 1: the layer beats one Lloyd step on that task. Evaluated without
+    gradients.
 
-def _check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    return mode
+    Parameters
+    ----------
+    model : ClusterTransformer
+        A single layer or an ensemble of ``S``.
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    chunk : int
+        Tasks per forward pass.
+    reference : torch.Tensor, optional
+        The denominators ``L(X, Lloyd_1(X, C))`` ``(B,)`` when they are
+        already known (fixed validation tasks), so they are not recomputed.
 
+    Returns
+    -------
+    torch.Tensor
+        ``(B,)``, or ``(S, B)`` for an ensemble.
 
-def _check_tasks(model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor) -> None:
-    check_points_centers(X, C)
-    if X.shape[-1] != model.d:
-        raise ValueError(f"X must have d={model.d} columns for this model, got shape {tuple(X.shape)}")
-    if C.shape[1] != model.k:
-        raise ValueError(f"C must hold k={model.k} centers for this model, got shape {tuple(C.shape)}")
-    if X.dtype != model.Q.dtype:
-        raise ValueError(f"X has dtype {X.dtype} but the model's weights are {model.Q.dtype}; convert one of them")
+    Examples
+    --------
+    The constructed layer of Theorem 2.1 is one Lloyd step:
+
+    >>> X, C = sample_tasks(3, 20, 2, 3, generator=0, dtype=torch.float64)
+    >>> relative_loss(ClusterTransformer.from_lloyd(2, 3, "bn"), X, C).round(decimals=6).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    with torch.no_grad():
+        if reference is None:
+            reference = kmeans_objective(X, lloyd(X, C))  # (B,)
+        out = []
+        for start in range(0, X.shape[0], chunk):
+            Xc, Cc = X[start : start + chunk], C[start : start + chunk]
+            centers = model(Xc, Cc)  # ((S,) b, k, d)
+            Xe = Xc.expand(centers.shape[:-2] + Xc.shape[-2:])
+            out.append(kmeans_objective(Xe.flatten(0, -3), centers.flatten(0, -3)).view(centers.shape[:-2]))
+    return torch.cat(out, dim=-1) / reference
 
 
 def center_trajectory(
@@ -126,18 +143,17 @@ def center_trajectory(
     >>> traj.shape, torch.allclose(traj, lloyd_trajectory(X, C, 4).centers)
     (torch.Size([5, 2, 3, 2]), True)
     """
-    model = _check_model(model)
-    _check_tasks(model, X, C)
-    check_positive_int(steps, "steps")
-    _check_mode(mode)
-    check_positive_int(chunk, "chunk")
+    model = check_model(model)
+    model.prepare_tasks(X, C)
+    check_int(steps, "steps")
+    check_choice(mode, "mode", MODES)
+    check_int(chunk, "chunk")
     d = model.d
     parts = []
     with torch.no_grad():
         for start in range(0, X.shape[0], chunk):
             Xc, Cc = X[start : start + chunk], C[start : start + chunk]
-            if model.ensemble is not None:
-                Xc, Cc = model._ensemble_inputs(Xc, Cc)  # (S, b, n, d), (S, b, k, d)
+            Xc, Cc = model.prepare_tasks(Xc, Cc)  # ((S,) b, n, d), ((S,) b, k, d)
             out = [Cc]
             if mode == "naive":
                 X_bar, C_bar = model.embed(Xc, Cc)
@@ -286,12 +302,12 @@ def evaluate_models(
         raise ValueError("models must be a non-empty dict label -> ClusterTransformer")
     if not isinstance(tests, dict) or not tests:
         raise ValueError("tests must be a non-empty dict name -> (X, C)")
-    check_positive_int(steps, "steps")
+    check_int(steps, "steps")
     modes = (modes,) if isinstance(modes, str) else tuple(modes)
     if not modes:
         raise ValueError("modes must name at least one mode")
     for mode in modes:
-        _check_mode(mode)
+        check_choice(mode, "mode", MODES)
     rows = []
     for test, pair in tests.items():
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
@@ -300,7 +316,7 @@ def evaluate_models(
         reference = lloyd_loss_trajectory(X, C, steps)  # (T + 1, B)
         ref_mean = reference.mean(dim=-1)
         for label, model in models.items():
-            _check_model(model)
+            check_model(model)
             for mode in modes:
                 losses = loss_trajectory(model, X, C, steps, mode, chunk)  # (T + 1, (S,) B)
                 if model.ensemble is None:
@@ -315,115 +331,6 @@ def evaluate_models(
                                      float(ratio[t, member]), float(diverged[t, member])))
     columns = ["model", "member", "test", "mode", "step", "loss", "lloyd_loss", "ratio", "diverged"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def shifted_tasks(
-    shift: str | None,
-    batch: int,
-    n: int,
-    d: int,
-    k: int,
-    *,
-    family: str = "normal",
-    scale: float = 0.1,
-    generator=None,
-    dtype: torch.dtype = torch.float32,
-    device=None,
-):
-    """Tasks like the training tasks but for one of the shifts of Fig. 7 (:data:`SHIFTS`).
-
-    ``shift=None`` draws the unshifted training distribution; ``"half scale"``
-    and ``"double scale"`` multiply the component spread ``scale``.
-
-    Parameters
-    ----------
-    shift : str or None
-        A key of :data:`SHIFTS`, or None.
-    batch, n, d, k : int
-        Tasks, points per task, dimension, clusters.
-    family : str
-        Task family (:data:`~kmtrf_core.tasks.FAMILIES`).
-    scale : float
-        The training tasks' component spread, before the shift.
-    generator : torch.Generator or int, optional
-        Source of randomness.
-    dtype, device
-        Of the returned tensors.
-
-    Returns
-    -------
-    X : torch.Tensor
-        Points ``(batch, n, d)``.
-    C : torch.Tensor
-        Initial centers ``(batch, k, d)``.
-
-    Examples
-    --------
-    >>> X, C = shifted_tasks("double scale", 2, 50, 3, 4, generator=0)
-    >>> X.shape, C.shape
-    (torch.Size([2, 50, 3]), torch.Size([2, 4, 3]))
-    """
-    if shift is not None and shift not in SHIFTS:
-        raise ValueError(f"shift must be None or one of {list(SHIFTS)}, got {shift!r}")
-    options = dict(SHIFTS[shift]) if shift is not None else {}
-    factor = options.pop("scale_factor", 1.0)
-    return sample_tasks(batch, n, d, k, family=family, scale=scale * factor, generator=generator, dtype=dtype,
-                        device=device, **options)
-
-
-def family_tasks(
-    per_family: int,
-    n: int,
-    d: int,
-    k: int,
-    *,
-    families=FAMILIES,
-    generator=None,
-    dtype: torch.dtype = torch.float32,
-    device=None,
-    **options,
-):
-    """``per_family`` tasks from each family, in blocks: ``{family: (X, C)}``.
-
-    The test sets of Fig. 8/18. One generator feeds all families in order,
-    so the result is reproducible.
-
-    Parameters
-    ----------
-    per_family : int
-        Tasks per family.
-    n, d, k : int
-        Points per task, dimension, clusters.
-    families : sequence of str
-        Distinct families of :data:`~kmtrf_core.tasks.FAMILIES`.
-    generator : torch.Generator or int, optional
-        Source of randomness.
-    dtype, device
-        Of the returned tensors.
-    **options
-        Passed to :func:`~kmtrf_core.tasks.sample_tasks` (e.g. ``scale``).
-
-    Returns
-    -------
-    dict
-        Family -> ``(X, C)``, shapes ``(per_family, n, d)`` and ``(per_family, k, d)``.
-
-    Examples
-    --------
-    >>> tasks = family_tasks(2, 40, 2, 3, families=("normal", "cauchy"), generator=0)
-    >>> {f: tuple(X.shape) for f, (X, C) in tasks.items()}
-    {'normal': (2, 40, 2), 'cauchy': (2, 40, 2)}
-    """
-    families = (families,) if isinstance(families, str) else tuple(families)
-    if not families or any(f not in FAMILIES for f in families):
-        raise ValueError(f"families must be a sequence of {FAMILIES}, got {families!r}")
-    if len(set(families)) != len(families):
-        raise ValueError(f"families must be distinct, got {families!r}")
-    gen = make_generator(generator, device)
-    return {
-        fam: sample_tasks(per_family, n, d, k, family=fam, generator=gen, dtype=dtype, device=device, **options)
-        for fam in families
-    }
 
 
 def final_ratios(table, by=("model", "test", "mode"), step: int | None = None):
@@ -472,7 +379,7 @@ def family_matrix(table, scheme, step: int | None = None, mode: str = "reembed")
     ----------
     table : pandas.DataFrame
         From :func:`evaluate_models` with model labels ``(train_family,
-        scheme)`` and tests named by family (as :func:`family_generalization` makes it).
+        scheme)`` and tests named by family (as :func:`kmtrf_core.training.family_generalization` makes it).
     scheme : str
         Whose models to show.
     step : int, optional
@@ -504,66 +411,3 @@ def family_matrix(table, scheme, step: int | None = None, mode: str = "reembed")
     order_rows = [f for f in FAMILIES if f in matrix.index]
     order_cols = [f for f in FAMILIES if f in matrix.columns]
     return matrix.loc[order_rows, order_cols]
-
-
-def family_generalization(
-    base,
-    schemes=("oh", "bn", "na"),
-    families=FAMILIES,
-    tasks: int = 64,
-    steps: int = 20,
-    seed: int = 30_000,
-    modes=("reembed",),
-):
-    """Train one model per (training family, scheme) and test each on every family (Fig. 8/18).
-
-    Training goes through :func:`~kmtrf_core.train.sweep` with ``cache=True``,
-    so the models are shared with every other chapter that trains the same
-    configs. The test tasks are ``tasks`` fresh tasks per family drawn from
-    ``seed`` (with the base config's ``n, d, k, scale``).
-
-    Parameters
-    ----------
-    base : TrainConfig
-        Everything but the family and the scheme.
-    schemes : sequence of str
-        Token embeddings to train.
-    families : sequence of str
-        Training and test families.
-    tasks : int
-        Test tasks per family.
-    steps : int
-        Clustering steps ``T`` of the evaluation.
-    seed : int
-        Seed of the test tasks.
-    modes : sequence of {"reembed", "naive"}
-        Evaluation modes.
-
-    Returns
-    -------
-    table : pandas.DataFrame
-        :func:`evaluate_models` with model labels ``(train_family, scheme)``
-        and tests named by family (see :func:`family_matrix`).
-    history : pandas.DataFrame
-        The training histories, from :func:`~kmtrf_core.train.sweep`.
-
-    Examples
-    --------
-    A tiny run, with the cache in a temporary folder (``$KMTRF_CACHE``):
-
-    >>> import os, tempfile
-    >>> from unittest import mock
-    >>> from kmtrf_core.train import TrainConfig
-    >>> base = TrainConfig(d=2, k=3, n=16, steps=1, batch=2, val_tasks=2, val_every=1)
-    >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
-    ...     table, history = family_generalization(base, schemes=("bn",), families=("normal", "cauchy"),
-    ...                                            tasks=2, steps=1)
-    >>> sorted(table.model.unique()), family_matrix(table, "bn").shape
-    ([('cauchy', 'bn'), ('normal', 'bn')], (2, 2))
-    """
-    from .train import sweep
-
-    families = tuple(families)
-    models, history = sweep(base, {"family": list(families), "scheme": list(schemes)}, cache=True)
-    tests = family_tasks(tasks, base.n, base.d, base.k, families=families, generator=seed, scale=base.scale)
-    return evaluate_models(models, tests, steps, modes=modes), history

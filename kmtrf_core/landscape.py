@@ -26,9 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._checks import check_points_centers, check_positive_int
-from .model import ClusterTransformer
-from .objectives import _check_omega, _check_tau, kmeans_loss, smoothed_kmeans_loss
+from .validation import check_choice, check_int, check_number
+from .model import ClusterTransformer, check_model
+from .lloyd import kmeans_objective
+from .objectives import OMEGAS, smoothed_kmeans_loss
 from .tasks import make_generator
 
 __all__ = ["Landscape", "filter_normalized_direction", "loss_surface"]
@@ -86,14 +87,6 @@ class Landscape:
                 "gap": float(self.gap[i, j])}
 
 
-def _check_single(model) -> ClusterTransformer:
-    if not isinstance(model, ClusterTransformer):
-        raise ValueError(f"model must be a ClusterTransformer, got {type(model).__name__}")
-    if model.ensemble is not None:
-        raise ValueError("model must be a single layer; pick one with model.members()[i]")
-    return model
-
-
 def filter_normalized_direction(model: ClusterTransformer, generator=None) -> dict:
     """A random direction in weight space, filter-normalized to the model (Li et al., 2018).
 
@@ -120,7 +113,7 @@ def filter_normalized_direction(model: ClusterTransformer, generator=None) -> di
     >>> torch.allclose(direction["Q"].norm(dim=-1), model.Q.detach().norm(dim=-1))
     True
     """
-    model = _check_single(model)
+    model = check_model(model, single=True)
     gen = make_generator(generator)
     out = {}
     for name in PARAMETERS:
@@ -135,18 +128,18 @@ def filter_normalized_direction(model: ClusterTransformer, generator=None) -> di
 def _grid_losses(model, X, C, points, directions, omega, tau):
     """Smoothed and k-means losses (mean over tasks) at grid ``points`` ``(G, 2)`` as one ensemble."""
     G = points.shape[0]
-    ens = model._like(ensemble=G)
+    ens = model.like(ensemble=G)
     a = points[:, 0].to(model.Q).view(G, 1, 1, 1)
     b = points[:, 1].to(model.Q).view(G, 1, 1, 1)
+    base = model.state_dict()  # Q, K, V: (4, m, m)
+    ens.load_state_dict(dict(base, **{name: base[name] + a * directions[0][name] + b * directions[1][name]
+                                      for name in PARAMETERS}))
     with torch.no_grad():
-        for name in PARAMETERS:
-            base = getattr(model, name).detach().unsqueeze(0)  # (1, 4, m, m)
-            getattr(ens, name).copy_(base + a * directions[0][name] + b * directions[1][name])
         centers = ens(X, C)  # (G, B, k, d)
         Xe = X.expand(G, *X.shape).flatten(0, 1)
         flat = centers.flatten(0, 1)
         smooth = smoothed_kmeans_loss(Xe, flat, omega, tau).view(G, -1).mean(dim=1)
-        hard = kmeans_loss(Xe, flat).view(G, -1).mean(dim=1)
+        hard = kmeans_objective(Xe, flat).view(G, -1).mean(dim=1)
     return smooth, hard
 
 
@@ -196,13 +189,9 @@ def loss_surface(
     >>> surface.smoothed.shape, bool((surface.gap >= -1e-5).all())
     ((3, 3), True)
     """
-    model = _check_single(model)
-    check_points_centers(X, C)
-    if X.shape[-1] != model.d or C.shape[1] != model.k:
-        raise ValueError(f"X and C must be tasks with d={model.d} and k={model.k} for this model")
-    if X.dtype != model.Q.dtype:
-        raise ValueError(f"X has dtype {X.dtype} but the model's weights are {model.Q.dtype}; convert one of them")
-    omega, tau = _check_omega(omega), _check_tau(tau)
+    model = check_model(model, single=True)
+    model.prepare_tasks(X, C)
+    omega, tau = check_choice(omega, "omega", OMEGAS), check_number(tau, "tau")
     alphas = np.asarray(alphas, dtype=np.float64)
     betas = np.asarray(betas, dtype=np.float64)
     for name, grid in (("alphas", alphas), ("betas", betas)):
@@ -227,7 +216,7 @@ def loss_surface(
         B, n, k = X.shape[0], X.shape[1], C.shape[1]
         per_point = B * (n * n + n * k + k * n + k * k + n * model.d_emb)
         batch_points = max(1, min(points.shape[0], (32 << 20) // per_point))
-    check_positive_int(batch_points, "batch_points")
+    check_int(batch_points, "batch_points")
     smooth, hard = [], []
     for start in range(0, points.shape[0], batch_points):
         s, h = _grid_losses(model, X, C, points[start : start + batch_points], directions, omega, tau)

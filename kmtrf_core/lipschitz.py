@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._checks import check_gamma, check_k, check_points_centers, check_positive_int, check_scheme
-from .embeddings import cluster_codes, d_emb as _d_emb
-from .objectives import _check_omega, _check_tau, smoothed_kmeans_loss
+from .validation import check_choice, check_int, check_number, check_points_centers
+from .embeddings import SCHEMES, cluster_codes, embedding_dim
+from .model import ClusterTransformer
+from .objectives import OMEGAS, smoothed_kmeans_loss
 
 __all__ = ["center_norm_sq", "LipschitzBound", "lipschitz_bound", "random_parameters", "empirical_lipschitz"]
 
@@ -75,9 +76,9 @@ def center_norm_sq(d: int, k: int, scheme: str, exact: bool = False) -> float:
     >>> center_norm_sq(4, 6, "oh"), center_norm_sq(4, 6, "bn"), center_norm_sq(4, 6, "bn", exact=True)
     (5, 7, 6)
     """
-    check_positive_int(d, "d")
-    check_k(k)
-    scheme = check_scheme(scheme)
+    check_int(d, "d")
+    check_int(k, "k", minimum=2)
+    scheme = check_choice(scheme, "scheme", SCHEMES)
     if exact:
         codes = cluster_codes(k, scheme, dtype=torch.float64)
         extra = int((codes * codes).sum(dim=1).max().item()) if codes.shape[1] else 0
@@ -222,21 +223,21 @@ def lipschitz_bound(
     >>> oh.log10_alpha < bn.log10_alpha   # OH has the smaller constant (Section 3)
     True
     """
-    check_positive_int(n, "n")
-    check_k(k)
-    scheme = check_scheme(scheme)
-    gamma = check_gamma(gamma)
+    check_int(n, "n")
+    check_int(k, "k", minimum=2)
+    scheme = check_choice(scheme, "scheme", SCHEMES)
+    gamma = check_number(gamma, "gamma", allow_inf=True)
     if math.isinf(gamma):
         raise ValueError("gamma must be finite for the Lipschitz bound")
-    tau = _check_tau(tau)
-    omega = _check_omega(omega)
+    tau = check_number(tau, "tau")
+    omega = check_choice(omega, "omega", OMEGAS)
     for name, value in (("Gamma1", Gamma1), ("Gamma2", Gamma2)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     if combine not in ("max", "sum"):
         raise ValueError(f"combine must be 'max' or 'sum', got {combine!r}")
     dE = float(center_norm_sq(d, k, scheme, exact=exact_dE))
-    m_emb = _d_emb(d, k, scheme)
+    m_emb = embedding_dim(d, k, scheme)
     G1, G2 = float(Gamma1), float(Gamma2)
     s = gamma / math.sqrt(m_emb)
 
@@ -411,8 +412,6 @@ def empirical_lipschitz(
     >>> len(emp["quotients"]), emp["quotient"] < 10 ** lipschitz_bound(8, 3, 2, "bn").log10_alpha
     (2, True)
     """
-    from .model import ClusterTransformer
-
     check_points_centers(X, C)
     B, n, d = X.shape
     k = C.shape[1]
@@ -421,9 +420,7 @@ def empirical_lipschitz(
     direction = random_parameters(pairs, model.d_emb, 1.0, 1.0, generator=generator, dtype=X.dtype)
     quotients, gradients = [], []
     for p in range(pairs):
-        with torch.no_grad():
-            for name in "QKV":
-                getattr(model, name).copy_(params[name][p])
+        model.load_state_dict(dict(model.state_dict(), **{name: params[name][p] for name in "QKV"}))
         loss = smoothed_kmeans_loss(X, model(X, C), omega, tau)  # (B,)
         grads = torch.autograd.grad(loss.max(), [model.Q, model.K, model.V])
         gradients.append(sum(torch.linalg.matrix_norm(g, ord="nuc").sum() for g in grads).item())

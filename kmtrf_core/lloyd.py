@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import check_points_centers, check_positive_int
+from .validation import check_choice, check_int, check_points_centers
 from .attention import sqdist
 
 __all__ = [
@@ -106,12 +106,6 @@ def _step(X: torch.Tensor, C: torch.Tensor, empty: str):
     return C_new, a, counts
 
 
-def _check_empty(empty: str) -> str:
-    if empty not in EMPTY_POLICIES:
-        raise ValueError(f"empty must be one of {EMPTY_POLICIES}, got {empty!r}")
-    return empty
-
-
 def lloyd_step(X: torch.Tensor, C: torch.Tensor, empty: str = "keep") -> torch.Tensor:
     """One Lloyd iteration: assign every point, then move each center to the mean of its points.
 
@@ -138,7 +132,7 @@ def lloyd_step(X: torch.Tensor, C: torch.Tensor, empty: str = "keep") -> torch.T
     [0.5, 9.5]
     """
     check_points_centers(X, C)
-    return _step(X, C, _check_empty(empty))[0]
+    return _step(X, C, check_choice(empty, "empty", EMPTY_POLICIES))[0]
 
 
 def lloyd(X: torch.Tensor, C: torch.Tensor, steps: int = 1, empty: str = "keep") -> torch.Tensor:
@@ -221,8 +215,8 @@ def lloyd_trajectory(X: torch.Tensor, C: torch.Tensor, steps: int, empty: str = 
     (torch.Size([3, 1, 2, 1]), [[1.0, 3.0]])
     """
     check_points_centers(X, C)
-    check_positive_int(steps, "steps")
-    _check_empty(empty)
+    check_int(steps, "steps")
+    check_choice(empty, "empty", EMPTY_POLICIES)
     centers, assignments, counts = [C], [], []
     for _ in range(steps):
         C, a, c = _step(X, C, empty)

@@ -18,11 +18,46 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_gamma, check_points_centers, check_positive_int, check_scheme, check_k
+from .embeddings import SCHEMES
+from .validation import check_choice, check_int, check_number, check_points_centers
 from .attention import IMPLS, attend
 from .embeddings import cluster_codes, embed
 
-__all__ = ["ClusterTransformer"]
+__all__ = ["ClusterTransformer", "check_model", "lloyd_weights"]
+
+
+def lloyd_weights(d: int, m: int, dtype: torch.dtype = torch.float64, device=None):
+    """Projections ``(Q, K, V)``, each ``(4, d + m, d + m)``, of the proof of Theorem B.1.
+
+    Parameters
+    ----------
+    d : int
+        Data dimension.
+    m : int
+        Code dimension (``k`` for OH, ``ceil(log2 k)`` for BN, 1 for SC).
+    dtype, device
+        Of the returned tensors.
+
+    Returns
+    -------
+    Q, K, V : torch.Tensor
+        Each ``(4, d + m, d + m)``; index ``mu - 1`` holds attention ``mu``
+        of Eq. 4 (the table in the module docstring).
+
+    Examples
+    --------
+    >>> Q, K, V = lloyd_weights(2, 1)
+    >>> V[0].diagonal().tolist(), V[3].diagonal().tolist()
+    ([0.0, 0.0, 1.0], [-1.0, -1.0, -0.0])
+    """
+    check_int(d, "d")
+    check_int(m, "m")
+    P_x = torch.diag(torch.cat([torch.ones(d), torch.zeros(m)])).to(dtype=dtype, device=device)
+    P_c = torch.diag(torch.cat([torch.zeros(d), torch.ones(m)])).to(dtype=dtype, device=device)
+    Q = torch.stack([P_x, P_x, P_c, P_c])
+    K = Q.clone()
+    V = torch.stack([P_c, -P_c, P_x, -P_x])
+    return Q, K, V
 
 
 class ClusterTransformer(nn.Module):
@@ -89,16 +124,14 @@ class ClusterTransformer(nn.Module):
     ) -> None:
         super().__init__()
         if ensemble is not None:
-            check_positive_int(ensemble, "ensemble")
+            check_int(ensemble, "ensemble")
         self.ensemble = ensemble
-        self.d = check_positive_int(d, "d")
-        self.k = check_k(k)
-        self.gamma = check_gamma(gamma)
-        if impl not in IMPLS:
-            raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-        self.impl = impl
+        self.d = check_int(d, "d")
+        self.k = check_int(k, "k", minimum=2)
+        self.gamma = check_number(gamma, "gamma", allow_inf=True)
+        self.impl = check_choice(impl, "impl", IMPLS)
         if codes is None:
-            self.scheme = check_scheme(scheme)
+            self.scheme = check_choice(scheme, "scheme", SCHEMES)
             codes = cluster_codes(k, self.scheme, dtype=dtype, device=device)
         else:
             if not isinstance(codes, torch.Tensor) or codes.dim() != 2 or codes.shape[0] != k:
@@ -187,16 +220,8 @@ class ClusterTransformer(nn.Module):
             ``d`` coordinates of the center tokens; with ``return_embeddings``,
             ``(centers, X_bar, C_bar)``.
         """
-        if self.ensemble is not None:
-            X, C = self._ensemble_inputs(X, C)
-            check_points_centers(X.flatten(0, 1), C.flatten(0, 1))
-        else:
-            check_points_centers(X, C)
-        if X.shape[-1] != self.d:
-            raise ValueError(f"X must have d={self.d} columns, got shape {tuple(X.shape)}")
-        if C.shape[-2] != self.k:
-            raise ValueError(f"C must hold k={self.k} centers, got shape {tuple(C.shape)}")
-        check_positive_int(steps, "steps")
+        X, C = self.prepare_tasks(X, C)
+        check_int(steps, "steps")
         X_bar, C_bar = self.embed(X, C)
         for _ in range(steps):
             X_bar, C_bar = self.layer(X_bar, C_bar)
@@ -205,26 +230,56 @@ class ClusterTransformer(nn.Module):
             return centers, X_bar, C_bar
         return centers
 
-    def _ensemble_inputs(self, X: torch.Tensor, C: torch.Tensor):
-        S = self.ensemble
-        if X.dim() == 3 and C.dim() == 3:
-            return X.expand(S, *X.shape), C.expand(S, *C.shape)
-        if X.dim() == 4 and C.dim() == 4 and X.shape[0] == S and C.shape[0] == S:
-            return X, C
-        raise ValueError(
-            f"an ensemble of {S} takes X (B, n, d) and C (B, k, d), or X ({S}, B, n, d) and C ({S}, B, k, d); "
-            f"got X {tuple(X.shape)} and C {tuple(C.shape)}"
-        )
+    def prepare_tasks(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Check tasks ``(X, C)`` against this layer; an ensemble gets them broadcast to ``(S, B, ., d)``.
 
-    def _like(self, ensemble: int | None = None) -> "ClusterTransformer":
-        """A model of the same configuration (codes, dtype, device), weights not copied."""
+        Raises ``ValueError`` for tasks that are not a valid batch
+        (:func:`~kmtrf_core.validation.check_points_centers`), whose ``d``, ``k``
+        or dtype differ from the layer's, or, for an ensemble, whose leading
+        axis is not ``S``.
+
+        >>> model = ClusterTransformer(2, 3, ensemble=4)
+        >>> X, C = model.prepare_tasks(torch.rand(5, 10, 2), torch.rand(5, 3, 2))
+        >>> tuple(X.shape), tuple(C.shape)
+        ((4, 5, 10, 2), (4, 5, 3, 2))
+        """
+        S = self.ensemble
+        if S is None:
+            check_points_centers(X, C)
+        elif X.dim() == 3 and C.dim() == 3:
+            check_points_centers(X, C)
+            X, C = X.expand(S, *X.shape), C.expand(S, *C.shape)
+        elif X.dim() == 4 and C.dim() == 4 and X.shape[0] == S and C.shape[0] == S:
+            check_points_centers(X.flatten(0, 1), C.flatten(0, 1))
+        else:
+            raise ValueError(
+                f"an ensemble of {S} takes X (B, n, d) and C (B, k, d), or X ({S}, B, n, d) and C ({S}, B, k, d); "
+                f"got X {tuple(X.shape)} and C {tuple(C.shape)}"
+            )
+        if X.shape[-1] != self.d:
+            raise ValueError(f"X must have d={self.d} columns for this model, got shape {tuple(X.shape)}")
+        if C.shape[-2] != self.k:
+            raise ValueError(f"C must hold k={self.k} centers for this model, got shape {tuple(C.shape)}")
+        if X.dtype != self.Q.dtype:
+            raise ValueError(f"X has dtype {X.dtype} but the model's weights are {self.Q.dtype}; convert one of them")
+        return X, C
+
+    def like(self, ensemble: int | None = None) -> "ClusterTransformer":
+        """A layer of the same configuration (codes, gamma, impl, dtype, device); weights not copied.
+
+        >>> model = ClusterTransformer(2, 3, "oh", gamma=4.0)
+        >>> twin = model.like(ensemble=2)
+        >>> twin.scheme, twin.gamma, twin.ensemble
+        ('oh', 4.0, 2)
+        """
         # a private generator: building the copy must not move torch's global random state
         scratch = torch.Generator(device=self.Q.device).manual_seed(0)
         return ClusterTransformer(self.d, self.k, self.scheme, self.gamma, impl=self.impl, ensemble=ensemble,
                                   codes=self.codes if self.scheme == "custom" else None,
                                   dtype=self.Q.dtype, device=self.Q.device, generator=scratch)
 
-    def _config(self) -> dict:
+    def hyperparameters(self) -> dict:
+        """``d, k, scheme, gamma, impl``: what two layers must share to be stacked."""
         return dict(d=self.d, k=self.k, scheme=self.scheme, gamma=self.gamma, impl=self.impl)
 
     @classmethod
@@ -242,24 +297,24 @@ class ClusterTransformer(nn.Module):
         if not models or any(m.ensemble is not None for m in models):
             raise ValueError("models must be a non-empty sequence of single (non-ensemble) models")
         first = models[0]
-        if any(m._config() != first._config() or not torch.equal(m.codes, first.codes) for m in models):
+        if any(m.hyperparameters() != first.hyperparameters() or not torch.equal(m.codes, first.codes)
+               for m in models):
             raise ValueError("models must share d, k, scheme, codes, gamma and impl")
-        ens = first._like(ensemble=len(models))
-        with torch.no_grad():
-            for name in "QKV":
-                getattr(ens, name).copy_(torch.stack([getattr(m, name) for m in models]))
+        ens = first.like(ensemble=len(models))
+        states = [m.state_dict() for m in models]
+        ens.load_state_dict({name: torch.stack([state[name] for state in states]) if name in "QKV" else value
+                             for name, value in states[0].items()})
         return ens
 
     def members(self) -> list:
         """The single models of an ensemble (copies), in order."""
         if self.ensemble is None:
             return [self]
+        state = self.state_dict()
         out = []
         for i in range(self.ensemble):
-            m = self._like()
-            with torch.no_grad():
-                for name in "QKV":
-                    getattr(m, name).copy_(getattr(self, name)[i])
+            m = self.like()
+            m.load_state_dict({name: value[i] if name in "QKV" else value for name, value in state.items()})
             out.append(m)
         return out
 
@@ -292,14 +347,25 @@ class ClusterTransformer(nn.Module):
         >>> model = ClusterTransformer.from_lloyd(2, 4, "bn")
         >>> ok = torch.allclose(model(X, C, steps=3), lloyd(X, C, steps=3), rtol=1e-12, atol=0)
         """
-        from .construction import lloyd_weights
-
         model = cls(d, k, scheme, gamma, codes=codes, dtype=dtype, device=device)
         if model.codes.shape[1] == 0:
             raise ValueError("scheme 'na' has no code coordinates: there is no Lloyd construction for it")
         Q, K, V = lloyd_weights(d, model.codes.shape[1], dtype=dtype, device=device)
-        with torch.no_grad():
-            model.Q.copy_(Q)
-            model.K.copy_(K)
-            model.V.copy_(V)
+        model.load_state_dict({"Q": Q, "K": K, "V": V, "codes": model.codes})
         return model.requires_grad_(False)
+
+
+def check_model(model, name: str = "model", single: bool = False) -> ClusterTransformer:
+    """A :class:`ClusterTransformer`; with ``single=True``, not an ensemble.
+
+    >>> check_model(ClusterTransformer(2, 3, ensemble=2), single=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: model must be a single layer, not an ensemble of 2; pick one with model.members()[i]
+    """
+    if not isinstance(model, ClusterTransformer):
+        raise ValueError(f"{name} must be a ClusterTransformer, got {type(model).__name__}")
+    if single and model.ensemble is not None:
+        raise ValueError(f"{name} must be a single layer, not an ensemble of {model.ensemble}; "
+                         f"pick one with {name}.members()[i]")
+    return model

@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from ._checks import check_points_centers
+from .validation import check_choice, check_int, check_number, check_points_centers, check_tensor
 from .attention import sqdist
 from .lloyd import kmeans_objective
 
@@ -32,7 +32,6 @@ __all__ = [
     "sparsemax",
     "sparsemax_threshold",
     "regularized_weights",
-    "kmeans_loss",
     "smoothed_point_losses",
     "smoothed_kmeans_loss",
     "weight_gap",
@@ -46,29 +45,11 @@ __all__ = [
 OMEGAS = ("ne", "l2")
 
 
-def _check_omega(omega: str) -> str:
-    if not isinstance(omega, str) or omega.lower() not in OMEGAS:
-        raise ValueError(f"omega must be one of {OMEGAS}, got {omega!r}")
-    return omega.lower()
-
-
-def _check_tau(tau: float) -> float:
-    try:
-        tau = float(tau)
-    except (TypeError, ValueError):
-        raise ValueError(f"tau must be a positive number, got {tau!r}") from None
-    if not math.isfinite(tau) or tau <= 0:
-        raise ValueError(f"tau must be a positive finite number, got {tau}")
-    return tau
-
-
-def _check_finite(z: torch.Tensor, name: str) -> None:
-    if not isinstance(z, torch.Tensor) or not z.is_floating_point():
-        raise ValueError(f"{name} must be a floating torch.Tensor")
+def _check_scores(z, name: str) -> torch.Tensor:
+    check_tensor(z, name, None)
     if z.dim() < 1 or z.shape[-1] < 1:
         raise ValueError(f"{name} must have a non-empty last dimension, got shape {tuple(z.shape)}")
-    if not bool(torch.isfinite(z).all()):
-        raise ValueError(f"{name} has non-finite values (nan or inf)")
+    return z
 
 
 def sparsemax_threshold(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,7 +126,7 @@ def sparsemax(z: torch.Tensor) -> torch.Tensor:
     >>> sparsemax(torch.tensor([3.0, 0.0, 0.0]))
     tensor([1., 0., 0.])
     """
-    _check_finite(z, "z")
+    _check_scores(z, "z")
     return _Sparsemax.apply(z)
 
 
@@ -174,38 +155,11 @@ def regularized_weights(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) ->
     >>> regularized_weights(r, "ne", 0.1).round(decimals=4)
     tensor([0.6224, 0.3775, 0.0000])
     """
-    omega, tau = _check_omega(omega), _check_tau(tau)
-    _check_finite(r, "r")
+    omega, tau = check_choice(omega, "omega", OMEGAS), check_number(tau, "tau")
+    _check_scores(r, "r")
     if omega == "ne":
         return torch.softmax(-r / tau, dim=-1)
     return _Sparsemax.apply(-r / tau)
-
-
-def kmeans_loss(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
-    """The k-means loss of each task, ``sum_i min_j |x_i - c_j|^2`` (Eq. 1 and 5): ``(B,)``.
-
-    Identical to :func:`kmtrf_core.lloyd.kmeans_objective`; differentiable
-    almost everywhere in ``C``.
-
-    Parameters
-    ----------
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Centers ``(B, k, d)``.
-
-    Returns
-    -------
-    torch.Tensor
-        ``(B,)``.
-
-    Examples
-    --------
-    >>> X = torch.tensor([[[0.], [1.], [4.]]]); C = torch.tensor([[[0.], [4.]]])
-    >>> kmeans_loss(X, C)
-    tensor([1.])
-    """
-    return kmeans_objective(X, C)
 
 
 def smoothed_point_losses(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
@@ -257,14 +211,14 @@ def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", ta
     Returns
     -------
     torch.Tensor
-        ``(B,)``, never below :func:`kmeans_loss`.
+        ``(B,)``, never below :func:`~kmtrf_core.lloyd.kmeans_objective`.
 
     Examples
     --------
     >>> X = torch.tensor([[[0.], [1.], [4.]]]); C = torch.tensor([[[0.], [4.]]])
     >>> smoothed_kmeans_loss(X, C, "l2", 0.1)
     tensor([1.])
-    >>> bool(smoothed_kmeans_loss(X, C, "ne", 10.0) > kmeans_loss(X, C))
+    >>> bool(smoothed_kmeans_loss(X, C, "ne", 10.0) > kmeans_objective(X, C))
     True
     """
     return smoothed_point_losses(X, C, omega, tau).sum(dim=-1)
@@ -319,9 +273,8 @@ def weight_gap_bound(k: int, omega: str) -> float:
     >>> round(weight_gap_bound(4, "l2"), 4), round(weight_gap_bound(4, "ne"), 4)
     (0.866, 1.6651)
     """
-    omega = _check_omega(omega)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-        raise ValueError(f"k must be an int >= 2, got {k!r}")
+    omega = check_choice(omega, "omega", OMEGAS)
+    check_int(k, "k", minimum=2)
     return math.sqrt(1.0 - 1.0 / k) if omega == "l2" else math.sqrt(2.0 * math.log(k))
 
 
@@ -360,9 +313,8 @@ def worst_weight_gap(
     >>> gap <= weight_gap_bound(4, "l2") + 1e-12
     True
     """
-    omega, tau = _check_omega(omega), _check_tau(tau)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-        raise ValueError(f"k must be an int >= 2, got {k!r}")
+    omega, tau = check_choice(omega, "omega", OMEGAS), check_number(tau, "tau")
+    check_int(k, "k", minimum=2)
     scales = torch.logspace(-3, 1, restarts, dtype=torch.float64)[:, None] * tau
     r = (torch.rand(restarts, k, generator=generator, dtype=torch.float64) * scales).requires_grad_(True)
     opt = torch.optim.Adam([r], lr=0.05 * tau)
@@ -464,6 +416,6 @@ def sparsemax_is_tight(r: torch.Tensor, tau: float) -> torch.Tensor:
     >>> sparsemax_is_tight(torch.tensor([[0.0, 0.2, 1.0], [0.0, 0.05, 1.0]]), tau=0.1)
     tensor([ True, False])
     """
-    tau = _check_tau(tau)
+    tau = check_number(tau, "tau")
     two = r.topk(2, dim=-1, largest=False).values
     return (two[..., 1] - two[..., 0]) >= tau

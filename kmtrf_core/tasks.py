@@ -31,11 +31,45 @@ import math
 
 import torch
 
-from ._checks import check_k, check_positive_int, check_tensor
+from .validation import check_choice, check_int, check_number, check_tensor
 
-__all__ = ["FAMILIES", "make_generator", "sample_tasks", "min_max_scale", "to_unit_cube"]
+__all__ = [
+    "FAMILIES",
+    "SHIFTS",
+    "check_families",
+    "family_tasks",
+    "make_generator",
+    "min_max_scale",
+    "sample_tasks",
+    "shifted_tasks",
+    "to_unit_cube",
+]
 
 FAMILIES = ("normal", "cauchy", "gumbel", "laplace", "lognormal")
+
+SHIFTS = {
+    "unequal weights": dict(unequal_weights=True),
+    "anisotropic": dict(anisotropic=True),
+    "half scale": dict(scale_factor=0.5),
+    "double scale": dict(scale_factor=2.0),
+}
+"""The four distribution shifts of Fig. 7, relative to the training tasks."""
+
+
+def check_families(family, name: str = "family") -> tuple:
+    """One family name or a sequence of distinct ones, each in :data:`FAMILIES`; returns a tuple.
+
+    >>> check_families("normal"), check_families(["cauchy", "laplace"])
+    (('normal',), ('cauchy', 'laplace'))
+    >>> check_families(["normal", "normal"])
+    Traceback (most recent call last):
+    ...
+    ValueError: family must be distinct names from ('normal', 'cauchy', 'gumbel', 'laplace', 'lognormal'), got ['normal', 'normal']
+    """
+    families = (family,) if isinstance(family, str) else tuple(family) if isinstance(family, (list, tuple)) else ()
+    if not families or any(f not in FAMILIES for f in families) or len(set(families)) != len(families):
+        raise ValueError(f"{name} must be distinct names from {FAMILIES}, got {family!r}")
+    return families
 
 
 def make_generator(seed=None, device=None) -> torch.Generator:
@@ -67,8 +101,8 @@ def make_generator(seed=None, device=None) -> torch.Generator:
     """
     if isinstance(seed, torch.Generator):
         return seed
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"seed must be an int, a torch.Generator or None, got {seed!r}")
+    if seed is not None:
+        check_int(seed, "seed", minimum=None)
     gen = torch.Generator(device=device if device is not None else "cpu")
     gen.manual_seed(0 if seed is None else seed)
     return gen
@@ -214,17 +248,14 @@ def sample_tasks(
     >>> X.shape, C.shape, bool(X.min() == 0), bool(X.max() == 1)
     (torch.Size([4, 100, 2]), torch.Size([4, 3, 2]), True, True)
     """
-    check_positive_int(batch, "batch")
-    check_positive_int(n, "n")
-    check_positive_int(d, "d")
-    check_k(k)
+    check_int(batch, "batch")
+    check_int(n, "n")
+    check_int(d, "d")
+    check_int(k, "k", minimum=2)
     if k > n:
         raise ValueError(f"k must be <= n, got k={k}, n={n}")
-    families = (family,) if isinstance(family, str) else tuple(family)
-    if not families or any(f not in FAMILIES for f in families):
-        raise ValueError(f"family must be one of {FAMILIES} (or a sequence of them), got {family!r}")
-    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    families = check_families(family)
+    check_number(scale, "scale")
     gen = make_generator(generator, device)
     device = gen.device if device is None else torch.device(device)
     opts = dict(generator=gen, dtype=dtype, device=device)
@@ -257,3 +288,108 @@ def sample_tasks(
     if return_labels:
         return X, C, labels
     return X, C
+
+
+def shifted_tasks(
+    shift: str | None,
+    batch: int,
+    n: int,
+    d: int,
+    k: int,
+    *,
+    family: str = "normal",
+    scale: float = 0.1,
+    generator=None,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+):
+    """Tasks like the training tasks but for one of the shifts of Fig. 7 (:data:`SHIFTS`).
+
+    ``shift=None`` draws the unshifted training distribution; ``"half scale"``
+    and ``"double scale"`` multiply the component spread ``scale``.
+
+    Parameters
+    ----------
+    shift : str or None
+        A key of :data:`SHIFTS`, or None.
+    batch, n, d, k : int
+        Tasks, points per task, dimension, clusters.
+    family : str
+        Task family (:data:`FAMILIES`).
+    scale : float
+        The training tasks' component spread, before the shift.
+    generator : torch.Generator or int, optional
+        Source of randomness.
+    dtype, device
+        Of the returned tensors.
+
+    Returns
+    -------
+    X : torch.Tensor
+        Points ``(batch, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(batch, k, d)``.
+
+    Examples
+    --------
+    >>> X, C = shifted_tasks("double scale", 2, 50, 3, 4, generator=0)
+    >>> X.shape, C.shape
+    (torch.Size([2, 50, 3]), torch.Size([2, 4, 3]))
+    """
+    if shift is not None:
+        shift = check_choice(shift, "shift", SHIFTS)
+    options = dict(SHIFTS[shift]) if shift is not None else {}
+    factor = options.pop("scale_factor", 1.0)
+    return sample_tasks(batch, n, d, k, family=family, scale=scale * factor, generator=generator, dtype=dtype,
+                        device=device, **options)
+
+
+def family_tasks(
+    per_family: int,
+    n: int,
+    d: int,
+    k: int,
+    *,
+    families=FAMILIES,
+    generator=None,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+    **options,
+):
+    """``per_family`` tasks from each family, in blocks: ``{family: (X, C)}``.
+
+    The test sets of Fig. 8/18. One generator feeds all families in order,
+    so the result is reproducible.
+
+    Parameters
+    ----------
+    per_family : int
+        Tasks per family.
+    n, d, k : int
+        Points per task, dimension, clusters.
+    families : sequence of str
+        Distinct families of :data:`FAMILIES`.
+    generator : torch.Generator or int, optional
+        Source of randomness.
+    dtype, device
+        Of the returned tensors.
+    **options
+        Passed to :func:`~kmtrf_core.tasks.sample_tasks` (e.g. ``scale``).
+
+    Returns
+    -------
+    dict
+        Family -> ``(X, C)``, shapes ``(per_family, n, d)`` and ``(per_family, k, d)``.
+
+    Examples
+    --------
+    >>> tasks = family_tasks(2, 40, 2, 3, families=("normal", "cauchy"), generator=0)
+    >>> {f: tuple(X.shape) for f, (X, C) in tasks.items()}
+    {'normal': (2, 40, 2), 'cauchy': (2, 40, 2)}
+    """
+    families = check_families(families, "families")
+    gen = make_generator(generator, device)
+    return {
+        fam: sample_tasks(per_family, n, d, k, family=fam, generator=gen, dtype=dtype, device=device, **options)
+        for fam in families
+    }

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kmtrf_core.claims import CLAIMS, VERDICTS, record, verdict
+from kmtrf_core.book.claims import CLAIMS, VERDICTS, record, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 

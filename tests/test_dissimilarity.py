@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kmtrf_core import sample_tasks
 from kmtrf_core.dissimilarity import block_labels, block_summary, distance_samples, emd_matrix
-from kmtrf_core.evaluate import family_tasks
+from kmtrf_core.tasks import family_tasks
 
 
 def _lp_emd(u, v):

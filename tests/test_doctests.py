@@ -8,7 +8,7 @@ import pytest
 
 import kmtrf_core
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(kmtrf_core.__path__, "kmtrf_core."))
+MODULES = sorted(m.name for m in pkgutil.walk_packages(kmtrf_core.__path__, "kmtrf_core.") if not m.name.endswith("__main__"))
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -9,7 +9,7 @@ from kmtrf_core import (
     binary_codes,
     cluster_codes,
     code_dim,
-    d_emb,
+    embedding_dim,
     embed,
     parameter_count,
     parameter_reduction,
@@ -41,7 +41,7 @@ def test_code_dims(k):
     assert code_dim(k, "na") == 0
     for scheme in ("oh", "bn", "sc", "na"):
         assert cluster_codes(k, scheme).shape == (k, code_dim(k, scheme))
-        assert d_emb(7, k, scheme) == 7 + code_dim(k, scheme)
+        assert embedding_dim(7, k, scheme) == 7 + code_dim(k, scheme)
 
 
 def test_codes_are_distinct_rows():

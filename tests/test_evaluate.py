@@ -7,16 +7,14 @@ import torch
 from kmtrf_core import ClusterTransformer, FAMILIES, has_empty_cluster, lloyd_trajectory, sample_tasks
 from kmtrf_core.evaluate import (
     MODES,
-    SHIFTS,
     center_trajectory,
     evaluate_models,
     family_matrix,
-    family_tasks,
     final_ratios,
     lloyd_loss_trajectory,
     loss_trajectory,
-    shifted_tasks,
 )
+from kmtrf_core.tasks import SHIFTS, family_tasks, shifted_tasks
 
 T_MAX = 8
 COLUMNS = ["model", "member", "test", "mode", "step", "loss", "lloyd_loss", "ratio", "diverged"]

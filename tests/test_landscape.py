@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from kmtrf_core import ClusterTransformer, kmeans_loss, sample_tasks, smoothed_kmeans_loss
+from kmtrf_core import ClusterTransformer, kmeans_objective, sample_tasks, smoothed_kmeans_loss
 from kmtrf_core.landscape import Landscape, filter_normalized_direction, loss_surface
-from kmtrf_core.train import TrainConfig, train
+from kmtrf_core.training import TrainConfig, train
 
 NAMES = ("Q", "K", "V")
 
@@ -83,7 +83,7 @@ def test_origin_is_the_models_own_loss(tasks, omega):
     with torch.no_grad():
         out = model(X, C)
         smooth = smoothed_kmeans_loss(X, out, omega, 0.2).mean().item()
-        hard = kmeans_loss(X, out).mean().item()
+        hard = kmeans_objective(X, out).mean().item()
     assert surface.smoothed.shape == surface.kmeans.shape == (3, 2)
     assert surface.smoothed[1, 0] == pytest.approx(smooth, rel=1e-10)
     assert surface.kmeans[1, 0] == pytest.approx(hard, rel=1e-10)
@@ -106,7 +106,7 @@ def _manual_surface(model, X, C, alphas, betas, directions, omega, tau):
                     getattr(single, name).copy_(theta + a * directions[0][name] + b * directions[1][name])
                 out = single(X, C)
                 smooth[i, j] = smoothed_kmeans_loss(X, out, omega, tau).mean().item()
-                hard[i, j] = kmeans_loss(X, out).mean().item()
+                hard[i, j] = kmeans_objective(X, out).mean().item()
     return smooth, hard
 
 

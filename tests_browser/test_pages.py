@@ -20,7 +20,7 @@ from book_browser import console_entries, load_page, page_url
 # Raw TeX that MathJax should have replaced: display/inline delimiters, environments,
 # and $...$ spans that contain a TeX command.
 RAW_MATH = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{|\$[^$\n]{0,200}?\\[A-Za-z]+[^$\n]{0,200}?\$")
-# A chapter whose code draws with matplotlib (directly or through kmtrf_core.plotting)
+# A chapter whose code draws with matplotlib (directly or through kmtrf_core.book.plotting)
 # must show at least one figure.
 DRAWS = re.compile(r"\bmatplotlib\b|\bplt\.|\bplotting\b")
 # Math in a page's own markdown (outside code): $...$, $$...$$, {math}, \begin{...}.

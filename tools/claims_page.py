@@ -1,7 +1,7 @@
-"""Write book/claims.md, the claims ledger, from kmtrf_core.claims.CLAIMS.
+"""Write book/claims.md, the claims ledger, from kmtrf_core.book.claims.CLAIMS.
 
 Each row pastes the value and the verdict that the claim's chapter glued
-(``kmtrf_core.claims.record``) during the build, so the page never holds a
+(``kmtrf_core.book.claims.record``) during the build, so the page never holds a
 typed-in number. ``--check`` exits non-zero when book/claims.md is out of date
 (the test suite runs it).
 
@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from kmtrf_core.claims import CLAIMS
+from kmtrf_core.book.claims import CLAIMS
 
 PAGE = Path(__file__).resolve().parent.parent / "book" / "claims.md"
 
@@ -23,7 +23,7 @@ HEADER = """# Claims ledger
 
 Every claim of {cite}`park2026leaner` that this book checks: where the paper makes it, what we
 measured, the profile we measured it at, and our verdict. The last three columns are not typed
-in. Each is pasted from the chapter that measures it (through `kmtrf_core.claims.record`, which
+in. Each is pasted from the chapter that measures it (through `kmtrf_core.book.claims.record`, which
 uses myst-nb's `glue`), so the page shows what the build that produced it computed. A claim is
 *reproduced* when every check of it holds at that profile, *partly* when some do, and *not
 reproduced* when none does.

@@ -21,7 +21,9 @@ from types import SimpleNamespace
 
 import torch
 
-__all__ = ["PROFILES", "Profile", "get_profile", "default_device"]
+from ..device import default_device
+
+__all__ = ["PROFILES", "Profile", "get_profile"]
 
 ENV_VAR = "KMTRF_PROFILE"
 DEFAULT = "book"
@@ -167,21 +169,6 @@ PROFILES: dict[str, dict[str, dict]] = {
         ),
     },
 }
-
-
-def default_device() -> torch.device:
-    """CUDA when available, else the CPU (the device of every profile).
-
-    Returns
-    -------
-    torch.device
-
-    Examples
-    --------
-    >>> default_device().type in ("cuda", "cpu")
-    True
-    """
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from kmtrf_core import PROFILES, default_device, get_profile
+from kmtrf_core import default_device
+from kmtrf_core.book import PROFILES, get_profile
 
 
 def test_every_profile_defines_the_same_chapters_and_keys():

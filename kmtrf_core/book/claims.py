@@ -11,9 +11,12 @@ Outside a notebook :func:`record` just returns the record.
 
 from __future__ import annotations
 
-__all__ = ["CLAIMS", "VERDICTS", "Claim", "verdict", "record"]
-
 from typing import NamedTuple
+
+from ..validation import check_choice, check_int
+from .profiles import get_profile
+
+__all__ = ["CLAIMS", "VERDICTS", "Claim", "verdict", "record"]
 
 VERDICTS = ("reproduced", "partly", "not reproduced")
 
@@ -125,9 +128,8 @@ def verdict(ok, total: int | None = None) -> str:
     """
     if total is None:
         return VERDICTS[0] if bool(ok) else VERDICTS[2]
-    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
-        raise ValueError(f"total must be a positive int, got {total!r}")
-    if isinstance(ok, bool) or not isinstance(ok, int) or not 0 <= ok <= total:
+    check_int(total, "total")
+    if check_int(ok, "ok", minimum=0) > total:
         raise ValueError(f"ok must be an int between 0 and total={total}, got {ok!r}")
     return VERDICTS[0] if ok == total else VERDICTS[1] if ok else VERDICTS[2]
 
@@ -146,23 +148,20 @@ def record(claim_id: str, value: str, outcome: str) -> dict:
 
     Returns
     -------
-    dict
-        ``{"claim", "source", "value", "verdict", "profile"}`` (the profile in force,
-        :func:`~kmtrf_core.profiles.get_profile`).
+    Record
+        A dict ``{"claim", "source", "value", "verdict", "profile"}`` that
+        shows as one line in a notebook (the profile in force,
+        :func:`~kmtrf_core.book.profiles.get_profile`).
 
     Examples
     --------
     >>> record("construction_exact", "max error 3e-16 over 250 tasks", "reproduced")["verdict"]
     'reproduced'
     """
-    if claim_id not in CLAIMS:
-        raise ValueError(f"claim_id must be one of {list(CLAIMS)}, got {claim_id!r}")
-    if outcome not in VERDICTS:
-        raise ValueError(f"outcome must be one of {VERDICTS}, got {outcome!r}")
+    claim_id = check_choice(claim_id, "claim_id", CLAIMS)
+    outcome = check_choice(outcome, "outcome", VERDICTS)
     if not isinstance(value, str) or not value.strip():
         raise ValueError("value must be a non-empty string")
-    from .profiles import get_profile
-
     profile = get_profile().name
     try:  # only inside an IPython kernel with myst-nb installed
         from IPython import get_ipython
@@ -176,5 +175,15 @@ def record(claim_id: str, value: str, outcome: str) -> dict:
     except ImportError:
         pass
     claim = CLAIMS[claim_id]
-    return {"claim": claim.text, "source": claim.source, "value": value.strip(), "verdict": outcome,
-            "profile": profile}
+    return Record(claim=claim.text, source=claim.source, value=value.strip(), verdict=outcome, profile=profile)
+
+
+class Record(dict):
+    """What :func:`record` returns: a dict that a notebook shows as one line, verdict first.
+
+    >>> Record(claim="c", source="Fig. 1", value="1.2x", verdict="partly", profile="quick")
+    partly: 1.2x (Fig. 1, profile quick)
+    """
+
+    def __repr__(self) -> str:
+        return f"{self['verdict']}: {self['value']} ({self['source']}, profile {self['profile']})"

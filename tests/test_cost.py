@@ -3,18 +3,18 @@ import math
 import pytest
 import torch
 
-from kmtrf_core import d_emb
-from kmtrf_core.profiling import (
+from kmtrf_core import embedding_dim
+from kmtrf_core.cost.harness import (
     METRICS,
     MEMORY_CPU_FRESH,
     MEMORY_CPU_HWM,
-    attention_cost,
     compare_schemes,
     machine_description,
-    profile_grid,
-    profile_model,
+    measure_grid,
+    measure_model,
 )
-from kmtrf_core.profiling import _configs, _cpu_peak_mb
+from kmtrf_core.cost import attention_cost
+from kmtrf_core.cost.harness import _configs, _cpu_peak_mb
 
 TINY = dict(n=16, batch=2, repeats=2, warmup=1, device="cpu")
 
@@ -29,9 +29,9 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-def test_profile_model_returns_sane_positive_numbers():
-    r = profile_model(2, 3, "oh", memory=True, **TINY)
-    assert (r.d, r.k, r.scheme, r.n, r.batch, r.d_emb) == (2, 3, "oh", 16, 2, d_emb(2, 3, "oh"))
+def test_measure_model_returns_sane_positive_numbers():
+    r = measure_model(2, 3, "oh", memory=True, **TINY)
+    assert (r.d, r.k, r.scheme, r.n, r.batch, r.d_emb) == (2, 3, "oh", 16, 2, embedding_dim(2, 3, "oh"))
     assert r.device == "cpu" and r.threads == 1 and r.dtype == "float32"
     for metric in METRICS:
         assert len(r.times_ms[metric]) == 2
@@ -47,8 +47,8 @@ def test_profile_model_returns_sane_positive_numbers():
     assert "times_ms" not in row
 
 
-def test_profile_grid_shape_and_comparison():
-    df = profile_grid([2, 3], [2, 4], memory=False, impl="sdpa", **TINY)
+def test_measure_grid_shape_and_comparison():
+    df = measure_grid([2, 3], [2, 4], memory=False, impl="sdpa", **TINY)
     assert len(df) == 2 * 2 * 2
     assert df[["d", "k", "scheme"]].values.tolist()[:2] == [[2, 2, "oh"], [2, 2, "bn"]]
     assert (df[[f"{m}_median_ms" for m in METRICS]] > 0).all().all()
@@ -139,7 +139,7 @@ def test_bad_input_raises_value_error_naming_the_argument(kwargs, name):
     args = dict(d=2, k=3, scheme="bn", n=16, batch=2, repeats=1, warmup=0, device="cpu", memory=False)
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
-        profile_model(**args)
+        measure_model(**args)
 
 
 @pytest.mark.parametrize("kwargs, name", [(dict(d=0), "d"), (dict(k=9), "k"), (dict(scheme="zz"), "scheme"),
@@ -153,4 +153,4 @@ def test_attention_cost_bad_input(kwargs, name):
 
 def test_empty_grid_raises():
     with pytest.raises(ValueError, match="k_grid"):
-        profile_grid([2], [], n=8, batch=2, device="cpu", memory=False)
+        measure_grid([2], [], n=8, batch=2, device="cpu", memory=False)

@@ -19,7 +19,7 @@ What is measured, per configuration (``d, k, scheme, n, batch``):
   adds on top of what is resident before it (weights and data).
 
 Times are wall-clock milliseconds, ``warmup`` untimed repetitions then
-``repeats`` timed ones; :func:`profile_grid` interleaves the schemes of one
+``repeats`` timed ones; :func:`measure_grid` interleaves the schemes of one
 ``(d, k)`` repetition by repetition, so that a slow spell of a shared machine
 hits OH and BN alike. Other work on the machine can only add time, so the
 fastest repetition (``min``) is the least disturbed estimate and the median
@@ -57,21 +57,20 @@ from pathlib import Path
 
 import torch
 
-from ._checks import check_gamma, check_k, check_positive_int, check_scheme
-from .attention import IMPLS
-from .embeddings import d_emb as embedding_dim
-from .model import ClusterTransformer
-from .objectives import smoothed_kmeans_loss
-from .profiles import default_device
-from .tasks import sample_tasks
+from ..attention import IMPLS
+from ..device import default_device
+from ..embeddings import SCHEMES, embedding_dim
+from ..model import ClusterTransformer
+from ..objectives import smoothed_kmeans_loss
+from ..tasks import sample_tasks
+from ..validation import check_choice, check_int, check_number
 
 __all__ = [
     "METRICS",
-    "ProfileResult",
-    "profile_model",
-    "profile_grid",
+    "Measurement",
+    "measure_model",
+    "measure_grid",
     "compare_schemes",
-    "attention_cost",
     "machine_description",
 ]
 
@@ -87,8 +86,8 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.
 
 
 @dataclass(frozen=True)
-class ProfileResult:
-    """Time and memory of one configuration (see :func:`profile_model`; Figure 1, Table 1).
+class Measurement:
+    """Time and memory of one configuration (see :func:`measure_model`; Figure 1, Table 1).
 
     Attributes
     ----------
@@ -112,7 +111,7 @@ class ProfileResult:
     Examples
     --------
     >>> times = {"forward": [3.0, 1.0, 2.0], "backward": [4.0, 5.0, 6.0], "eval": [1.0, 1.0, 1.0]}
-    >>> r = ProfileResult(d=2, k=3, scheme="bn", n=16, batch=2, d_emb=4, impl="direct", gamma=1.0,
+    >>> r = Measurement(d=2, k=3, scheme="bn", n=16, batch=2, d_emb=4, impl="direct", gamma=1.0,
     ...                   dtype="float32", device="cpu", threads=1, repeats=3, warmup=1, times_ms=times)
     >>> r.stats("forward")["median"], r.as_dict()["backward_mean_ms"]
     (2.0, 5.0)
@@ -138,8 +137,7 @@ class ProfileResult:
 
     def stats(self, metric: str) -> dict:
         """``median``, ``mean``, ``std`` (sample std, 0 for one repeat), ``min``, ``max`` of a metric, in ms."""
-        if metric not in METRICS:
-            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+        check_choice(metric, "metric", METRICS)
         x = list(self.times_ms[metric])
         return dict(
             median=statistics.median(x),
@@ -212,114 +210,21 @@ def _device_name(device: torch.device) -> str:
     return device.type
 
 
-def attention_cost(d: int, k: int, n: int, scheme: str, batch: int = 1, itemsize: int = 4) -> dict:
-    """FLOPs and bytes of the forward pass of one layer (Eq. 4), attention by attention.
-
-    For an attention with ``q`` queries, ``r`` keys and token size
-    ``m = d_emb`` the count is
-
-    * projections: ``2 m^2 (q + 2 r)`` FLOPs (``Q`` on the queries, ``K`` and ``V`` on the keys),
-    * scores and weighted values: ``2 q r m`` FLOPs each (two GEMMs),
-    * weights: one ``q x r`` matrix, ``q r`` numbers,
-    * tokens: the projected queries, keys and values, ``(q + 2 r) m`` numbers,
-
-    for the four attentions points->centers ``(n, k)``, points->points
-    ``(n, n)``, centers->points ``(k, n)`` and centers->centers ``(k, k)``,
-    times ``batch``; bytes are numbers times ``itemsize``. The total is
-
-    .. math::
-
-        \\mathrm{FLOPs} = B\\,[\\,12\\, m^2 (n + k) + 4\\, m\\, (n + k)^2\\,],\\qquad
-        \\mathrm{weights} = B\\,(n + k)^2 .
-
-    Softmax, norms and residual additions (``O(q r)`` or ``O(q m)``) are
-    left out of the FLOPs; their cost is memory traffic over the same
-    ``q x r`` weights and tokens that are counted in bytes. A backward pass
-    costs about twice the forward FLOPs. Only ``m`` depends on the embedding:
-    the projection FLOPs scale with ``m^2``, the attention GEMMs with ``m``,
-    and the weight bytes not at all.
-
-    Parameters
-    ----------
-    d, k, n : int
-        Data dimension, clusters, points per task.
-    scheme : {"oh", "bn", "sc", "na"}
-        Token embedding, which sets ``m = d_emb(d, k, scheme)``.
-    batch : int
-        Tasks ``B``.
-    itemsize : int
-        Bytes per number (4 for float32).
-
-    Returns
-    -------
-    dict
-        ``d_emb``; totals ``projection_flops``, ``attention_flops``,
-        ``flops``, ``weight_bytes``, ``token_bytes``, ``param_bytes``
-        (``12 m^2`` numbers) and ``bytes`` (their sum); and ``attentions``, a
-        list of four dicts with ``name, queries, keys, projection_flops,
-        attention_flops, flops, weight_bytes, token_bytes``.
-
-    Examples
-    --------
-    >>> cost = attention_cost(d=2, k=2, n=4, scheme="bn")
-    >>> cost["d_emb"], cost["flops"] == 12 * 3**2 * 6 + 4 * 3 * 6**2
-    (3, True)
-    >>> [a["weight_bytes"] // 4 for a in cost["attentions"]]
-    [8, 16, 8, 4]
-    """
-    check_positive_int(d, "d")
-    check_k(k)
-    check_positive_int(n, "n")
-    scheme = check_scheme(scheme)
-    check_positive_int(batch, "batch")
-    check_positive_int(itemsize, "itemsize")
-    if k > n:
-        raise ValueError(f"k must be <= n, got k={k}, n={n}")
-    m = embedding_dim(d, k, scheme)
-    attentions = []
-    for name, q, r in (
-        ("points->centers", n, k),
-        ("points->points", n, n),
-        ("centers->points", k, n),
-        ("centers->centers", k, k),
-    ):
-        projection = 2 * m * m * (q + 2 * r) * batch
-        attention = 4 * q * r * m * batch
-        attentions.append(
-            dict(
-                name=name,
-                queries=q,
-                keys=r,
-                projection_flops=projection,
-                attention_flops=attention,
-                flops=projection + attention,
-                weight_bytes=q * r * batch * itemsize,
-                token_bytes=(q + 2 * r) * m * batch * itemsize,
-            )
-        )
-    total = {key: sum(a[key] for a in attentions) for key in
-             ("projection_flops", "attention_flops", "flops", "weight_bytes", "token_bytes")}
-    total["param_bytes"] = 12 * m * m * itemsize
-    total["bytes"] = total["weight_bytes"] + total["token_bytes"] + total["param_bytes"]
-    return dict(d_emb=m, **total, attentions=attentions)
-
-
 # --- measurement --------------------------------------------------------------------
 
 
 def _check_config(d, k, scheme, n, batch, gamma, impl):
-    check_positive_int(d, "d")
-    check_k(k)
-    scheme = check_scheme(scheme)
-    check_positive_int(n, "n")
-    check_positive_int(batch, "batch")
+    check_int(d, "d")
+    check_int(k, "k", minimum=2)
+    scheme = check_choice(scheme, "scheme", SCHEMES)
+    check_int(n, "n")
+    check_int(batch, "batch")
     if k > n:
         raise ValueError(f"k must be <= n, got k={k}, n={n}")
-    gamma = check_gamma(gamma)
+    gamma = check_number(gamma, "gamma", allow_inf=True)
     if math.isinf(gamma):
         raise ValueError("gamma must be finite for profiling (gamma = inf has no gradient)")
-    if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    check_choice(impl, "impl", IMPLS)
     return scheme, gamma
 
 
@@ -451,7 +356,7 @@ def _cpu_peak_mb(configs: list[dict], threads: int, fresh: bool = False) -> tupl
     def run(batch_of_configs, mode):
         payload = json.dumps(dict(configs=batch_of_configs, threads=threads, mode=mode))
         proc = subprocess.run(
-            [sys.executable, "-c", "from kmtrf_core.profiling import _memory_worker; _memory_worker()"],
+            [sys.executable, "-c", "from kmtrf_core.cost.harness import _memory_worker; _memory_worker()"],
             input=payload, capture_output=True, text=True, env=env, check=False,
         )
         if proc.returncode != 0:
@@ -544,13 +449,11 @@ def _configs(entries, n, batch, gamma, impl, dtype, seed):
 def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, seed, memory, disable):
     from tqdm.auto import tqdm
 
-    check_positive_int(n, "n")
-    check_positive_int(batch, "batch")
-    check_positive_int(repeats, "repeats")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative int, got {warmup!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    check_int(n, "n")
+    check_int(batch, "batch")
+    check_int(repeats, "repeats")
+    check_int(warmup, "warmup", minimum=0)
+    check_int(seed, "seed", minimum=None)
     dtype = _check_dtype(dtype)
     device = torch.device(device) if device is not None else default_device()
     checked = []
@@ -576,7 +479,7 @@ def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, 
     elif memory:
         peaks, method = _cpu_peak_mb(configs, threads)
     return [
-        ProfileResult(
+        Measurement(
             d=cfg["d"], k=cfg["k"], scheme=cfg["scheme"], n=n, batch=batch,
             d_emb=embedding_dim(cfg["d"], cfg["k"], cfg["scheme"]), impl=impl, gamma=gamma,
             dtype=cfg["dtype"], device=device_label, threads=threads, repeats=repeats, warmup=warmup,
@@ -587,7 +490,7 @@ def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, 
     ]
 
 
-def profile_model(
+def measure_model(
     d: int,
     k: int,
     scheme: str,
@@ -602,7 +505,7 @@ def profile_model(
     device=None,
     seed: int = 0,
     memory: bool = True,
-) -> ProfileResult:
+) -> Measurement:
     """Time and memory of one layer of Eq. 4 on a batch of ``batch`` tasks of ``n`` points.
 
     Parameters
@@ -633,7 +536,7 @@ def profile_model(
 
     Returns
     -------
-    ProfileResult
+    Measurement
 
     Raises
     ------
@@ -642,7 +545,7 @@ def profile_model(
 
     Examples
     --------
-    >>> r = profile_model(2, 3, "bn", n=16, batch=2, repeats=2, warmup=1, device="cpu", memory=False)
+    >>> r = measure_model(2, 3, "bn", n=16, batch=2, repeats=2, warmup=1, device="cpu", memory=False)
     >>> r.d_emb, len(r.times_ms["forward"]), r.stats("eval")["median"] > 0
     (4, 2, True)
     """
@@ -652,7 +555,7 @@ def profile_model(
     )[0]
 
 
-def profile_grid(
+def measure_grid(
     d_grid,
     k_grid,
     *,
@@ -669,7 +572,7 @@ def profile_grid(
     memory: bool = True,
     disable: bool = True,
 ):
-    """:func:`profile_model` over every ``(d, k, scheme)`` of a grid, as a DataFrame.
+    """:func:`measure_model` over every ``(d, k, scheme)`` of a grid, as a DataFrame.
 
     On the CPU all memory measurements share one worker process (started once,
     after all timings), so a grid costs one interpreter start-up, not one per
@@ -684,17 +587,17 @@ def profile_grid(
     disable : bool
         Turn off the ``tqdm`` progress bar.
     n, batch, gamma, impl, repeats, warmup, dtype, device, seed, memory
-        As in :func:`profile_model`.
+        As in :func:`measure_model`.
 
     Returns
     -------
     pandas.DataFrame
-        One row per configuration (:meth:`ProfileResult.as_dict`), in the
+        One row per configuration (:meth:`Measurement.as_dict`), in the
         order ``d``, then ``k``, then ``scheme``.
 
     Examples
     --------
-    >>> df = profile_grid([2], [2, 3], n=8, batch=2, repeats=1, warmup=0, device="cpu", memory=False)
+    >>> df = measure_grid([2], [2, 3], n=8, batch=2, repeats=1, warmup=0, device="cpu", memory=False)
     >>> df[["d", "k", "scheme", "d_emb"]].values.tolist()
     [[2, 2, 'oh', 4], [2, 2, 'bn', 3], [2, 3, 'oh', 5], [2, 3, 'bn', 4]]
     """
@@ -713,7 +616,7 @@ def profile_grid(
 
 
 def compare_schemes(df, scheme: str = "bn", baseline: str = "oh", stat: str = "median", by=("d", "k")):
-    """Put a scheme beside a baseline for every grid point of a :func:`profile_grid` table.
+    """Put a scheme beside a baseline for every grid point of a :func:`measure_grid` table.
 
     For each time metric ``m`` in :data:`METRICS` the result has
     ``m_<baseline>``, ``m_<scheme>`` (the chosen ``stat``, ms), ``m_speedup``
@@ -726,7 +629,7 @@ def compare_schemes(df, scheme: str = "bn", baseline: str = "oh", stat: str = "m
     Parameters
     ----------
     df : pandas.DataFrame
-        From :func:`profile_grid`, holding both schemes.
+        From :func:`measure_grid`, holding both schemes.
     scheme, baseline : str
         The scheme to rate and the one it is compared with.
     stat : {"median", "mean", "min", "max"}

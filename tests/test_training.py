@@ -1,5 +1,4 @@
 import dataclasses
-import importlib
 import math
 from pathlib import Path
 
@@ -7,10 +6,11 @@ import pytest
 import torch
 
 from kmtrf_core import ClusterTransformer
-from kmtrf_core.train import TrainConfig, TrainingDiverged, load_checkpoint, main, relative_loss, train
-
-# the module, not the function `train` that the package re-exports under the name `kmtrf_core.train`
-train_module = importlib.import_module("kmtrf_core.train")
+from kmtrf_core.evaluate import relative_loss
+from kmtrf_core.training import TrainConfig, TrainingDiverged, load_checkpoint, train
+from kmtrf_core.training import loop as train_module
+from kmtrf_core.training import runs as runs_module
+from kmtrf_core.training.cli import main
 
 TINY = dict(d=2, k=3, n=24, steps=6, batch=4, val_tasks=6, val_every=3)
 
@@ -185,9 +185,11 @@ def test_cli_help_documents_every_option(capsys):
         assert option in text, option
 
 
-def test_cli_rejects_invalid_values():
-    with pytest.raises(SystemExit, match="TrainConfig.tau"):
+def test_cli_rejects_invalid_values(capsys):
+    with pytest.raises(SystemExit) as exit_info:
         main(["--tau", "-1", "--steps", "1"])
+    assert exit_info.value.code == 2  # argparse's status for a usage error
+    assert "TrainConfig.tau must be a positive finite number" in capsys.readouterr().err
 
 
 def test_sweep_records_divergence_and_labels_runs(monkeypatch):
@@ -199,16 +201,16 @@ def test_sweep_records_divergence_and_labels_runs(monkeypatch):
 
     monkeypatch.setattr(train_module, "smoothed_kmeans_loss", poisoned)
     base = TrainConfig(**TINY)
-    models, hist = train_module.sweep(base, {"omega": ["ne", "l2"], "tau": [0.5]}, on_diverge="record")
+    models, hist = runs_module.sweep(base, {"omega": ["ne", "l2"], "tau": [0.5]}, on_diverge="record")
     assert models[("ne", 0.5)] is None and models[("l2", 0.5)] is not None
     flags = hist.groupby("omega").diverged.all()
     assert flags["ne"] and not flags["l2"]
     for column in ("d", "k", "n", "scheme", "omega", "tau", "gamma", "lr", "clip"):
         assert column in hist.columns
     with pytest.raises(TrainingDiverged):
-        train_module.sweep(base, {"omega": ["ne"]})
+        runs_module.sweep(base, {"omega": ["ne"]})
     with pytest.raises(ValueError, match="grid"):
-        train_module.sweep(base, {"colour": ["red"]})
+        runs_module.sweep(base, {"colour": ["red"]})
 
 
 def test_convergence_summary_and_curves():
@@ -217,10 +219,10 @@ def test_convergence_summary_and_curves():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from kmtrf_core.plotting import training_curves
+    from kmtrf_core.book.plotting import training_curves
 
-    _, hist = train_module.sweep(TrainConfig(**{**TINY, "steps": 9}, seeds=(0, 1)), {"scheme": ["oh", "bn"]})
-    summary = train_module.convergence_summary(hist, by=("scheme", "omega"))
+    _, hist = runs_module.sweep(TrainConfig(**{**TINY, "steps": 9}, seeds=(0, 1)), {"scheme": ["oh", "bn"]})
+    summary = runs_module.convergence_summary(hist, by=("scheme", "omega"))
     assert list(summary.columns) == ["final_val_relative", "final_train_loss", "steps_to_converge", "seeds"]
     assert (summary.seeds == 2).all()
     last = hist[hist.step == 9].groupby("scheme").val_relative_loss.median()
@@ -241,13 +243,13 @@ CACHED = dict(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=2, impl="
 def count_train(monkeypatch):
     """Replace train() by a wrapper that records the configs it trains."""
     calls = []
-    real = train_module.train
+    real = runs_module.train
 
     def counting(config, **kwargs):
         calls.append(config)
         return real(config, **kwargs)
 
-    monkeypatch.setattr(train_module, "train", counting)
+    monkeypatch.setattr(runs_module, "train", counting)
     return calls
 
 
@@ -263,11 +265,11 @@ def _assert_same_run(a, b):
 
 def test_train_cached_loads_the_second_time(tmp_path, count_train):
     cfg = TrainConfig(**CACHED)
-    first = train_module.train_cached(cfg, directory=tmp_path)
+    first = runs_module.train_cached(cfg, directory=tmp_path)
     assert len(count_train) == 1
     files = list(tmp_path.glob("run-*.pt"))
     assert len(files) == 1 and not list(tmp_path.glob("*.tmp"))
-    second = train_module.train_cached(cfg, directory=tmp_path)
+    second = runs_module.train_cached(cfg, directory=tmp_path)
     assert len(count_train) == 1  # loaded, not retrained
     _assert_same_run(first, second)
     loaded = second[0]
@@ -276,18 +278,18 @@ def test_train_cached_loads_the_second_time(tmp_path, count_train):
     with torch.no_grad():
         assert torch.equal(first[0](X, C), loaded(X, C))
     # the device is not part of the key
-    train_module.train_cached(dataclasses.replace(cfg, device="cpu"), directory=tmp_path)
+    runs_module.train_cached(dataclasses.replace(cfg, device="cpu"), directory=tmp_path)
     assert len(count_train) == 1 and len(list(tmp_path.glob("run-*.pt"))) == 1
 
 
 def test_train_cached_refresh_retrains(tmp_path, count_train):
     cfg = TrainConfig(**CACHED)
-    first = train_module.train_cached(cfg, directory=tmp_path)
-    again = train_module.train_cached(cfg, directory=tmp_path, refresh=True)
+    first = runs_module.train_cached(cfg, directory=tmp_path)
+    again = runs_module.train_cached(cfg, directory=tmp_path, refresh=True)
     assert len(count_train) == 2
     assert all(torch.equal(x, y) for x, y in zip(_weights(first[0]), _weights(again[0])))  # deterministic
     assert len(list(tmp_path.glob("run-*.pt"))) == 1  # overwritten in place
-    _assert_same_run(again, train_module.train_cached(cfg, directory=tmp_path))
+    _assert_same_run(again, runs_module.train_cached(cfg, directory=tmp_path))
     assert len(count_train) == 2
 
 
@@ -295,33 +297,33 @@ def test_train_cached_different_config_different_file(tmp_path, count_train):
     base = TrainConfig(**CACHED)
     configs = [base, dataclasses.replace(base, scheme="oh"), dataclasses.replace(base, steps=3),
                dataclasses.replace(base, tau=0.5)]
-    runs = [train_module.train_cached(cfg, directory=tmp_path) for cfg in configs]
+    runs = [runs_module.train_cached(cfg, directory=tmp_path) for cfg in configs]
     assert len(count_train) == len(configs)
     assert len(list(tmp_path.glob("run-*.pt"))) == len(configs)
-    keys = {train_module._cache_key(cfg) for cfg in configs}
+    keys = {runs_module.cache_key(cfg) for cfg in configs}
     assert len(keys) == len(configs)
     for cfg, run in zip(configs, runs):
-        _assert_same_run(run, train_module.train_cached(cfg, directory=tmp_path))
+        _assert_same_run(run, runs_module.train_cached(cfg, directory=tmp_path))
     assert len(count_train) == len(configs)
     assert runs[1][0].scheme == "oh" and runs[2][1].step.max() == 3
 
 
 def test_cache_dir_honours_the_environment(tmp_path, monkeypatch, count_train):
     monkeypatch.setenv("KMTRF_CACHE", str(tmp_path / "env-cache"))
-    assert train_module.cache_dir() == tmp_path / "env-cache"
-    assert train_module.cache_dir(tmp_path / "explicit") == tmp_path / "explicit"
-    train_module.train_cached(TrainConfig(**CACHED))
+    assert runs_module.cache_dir() == tmp_path / "env-cache"
+    assert runs_module.cache_dir(tmp_path / "explicit") == tmp_path / "explicit"
+    runs_module.train_cached(TrainConfig(**CACHED))
     assert len(list((tmp_path / "env-cache").glob("run-*.pt"))) == 1
     monkeypatch.delenv("KMTRF_CACHE")
-    assert train_module.cache_dir() == Path.home() / ".cache" / "kmtrf"
+    assert runs_module.cache_dir() == Path.home() / ".cache" / "kmtrf"
     monkeypatch.setenv("KMTRF_CACHE", "")  # empty counts as unset
-    assert train_module.cache_dir() == Path.home() / ".cache" / "kmtrf"
+    assert runs_module.cache_dir() == Path.home() / ".cache" / "kmtrf"
 
 
 def test_train_cached_ensemble_round_trip(tmp_path, count_train):
     cfg = TrainConfig(**CACHED, seeds=(0, 1))
-    first = train_module.train_cached(cfg, directory=tmp_path)
-    second = train_module.train_cached(cfg, directory=tmp_path)
+    first = runs_module.train_cached(cfg, directory=tmp_path)
+    second = runs_module.train_cached(cfg, directory=tmp_path)
     assert len(count_train) == 1
     assert second[0].ensemble == 2
     _assert_same_run(first, second)
@@ -332,11 +334,11 @@ def test_train_cached_ensemble_round_trip(tmp_path, count_train):
 
 def test_train_cached_rejects_a_non_config(tmp_path):
     with pytest.raises(ValueError, match="TrainConfig"):
-        train_module.train_cached(dict(CACHED), directory=tmp_path)
+        runs_module.train_cached(dict(CACHED), directory=tmp_path)
 
 
 def test_from_sizes_picks_known_fields():
-    from kmtrf_core.profiles import get_profile
+    from kmtrf_core.book.profiles import get_profile
 
     sizes = get_profile("quick").chapter("section4")
     cfg = TrainConfig.from_sizes(sizes)
@@ -357,19 +359,19 @@ def test_sweep_uses_the_cache(tmp_path, monkeypatch, count_train):
     monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
     base = TrainConfig(**CACHED)
     grid = {"scheme": ["oh", "bn"]}
-    models, hist = train_module.sweep(base, grid, cache=True)
+    models, hist = runs_module.sweep(base, grid, cache=True)
     assert len(count_train) == 2 and len(list(tmp_path.glob("run-*.pt"))) == 2
-    models_again, hist_again = train_module.sweep(base, grid, cache=True)
+    models_again, hist_again = runs_module.sweep(base, grid, cache=True)
     assert len(count_train) == 2  # both runs loaded
     assert hist_again.equals(hist)
     for key in models:
         assert all(torch.equal(x, y) for x, y in zip(_weights(models[key]), _weights(models_again[key])))
-    train_module.sweep(base, grid)  # cache=False trains again and leaves the cache alone
+    runs_module.sweep(base, grid)  # cache=False trains again and leaves the cache alone
     assert len(count_train) == 4 and len(list(tmp_path.glob("run-*.pt"))) == 2
 
 
 def test_cache_key_ignores_docstrings_and_comments_but_not_code():
-    from kmtrf_core.train import _code_fingerprint
+    from kmtrf_core.training.runs import _code_fingerprint
 
     base = 'def f(x):\n    """Doc."""\n    return x + 1\n'
     assert _code_fingerprint(base) == _code_fingerprint('def f(x):\n    """Other words."""\n    # a comment\n    return x + 1\n')

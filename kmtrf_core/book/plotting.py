@@ -9,7 +9,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["median_iqr", "heatmap", "plot_task", "training_curves", "run_label", "step_curves", "animation_html", "SCHEME_COLORS"]
+__all__ = [
+    "SCHEME_COLORS",
+    "animation_html",
+    "heatmap",
+    "label_color",
+    "median_iqr",
+    "plot_task",
+    "run_label",
+    "step_curves",
+    "training_curves",
+]
 
 SCHEME_COLORS = {"OH:NE": "tab:blue", "OH:L2": "tab:cyan", "BN:NE": "tab:red", "BN:L2": "tab:orange",
                  "NA:NE": "tab:green", "NA:L2": "tab:olive", "OH": "tab:blue", "BN": "tab:red", "NA": "tab:green"}
@@ -102,13 +112,25 @@ def heatmap(ax, M, row_labels, col_labels, fmt: str = "{:.2f}", cmap: str = "Gre
     im = ax.imshow(M, cmap=cmap, aspect="auto", **kwargs)
     ax.set_xticks(range(len(col_labels)), labels=[str(c) for c in col_labels])
     ax.set_yticks(range(len(row_labels)), labels=[str(r) for r in row_labels])
-    lo, hi = np.nanmin(M), np.nanmax(M)
-    mid = (lo + hi) / 2
     for i in range(M.shape[0]):
         for j in range(M.shape[1]):
             label = text[i][j] if text is not None else fmt.format(M[i, j])
-            ax.text(j, i, label, ha="center", va="center", fontsize=7, color="white" if M[i, j] > mid else "black")
+            ax.text(j, i, label, ha="center", va="center", fontsize=7, color=label_color(im, M[i, j]))
     return im
+
+
+def label_color(im, value) -> str:
+    """``"white"`` on a dark cell of image ``im`` at ``value``, else ``"black"`` (by the cell's luminance).
+
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> im = ax.imshow(np.array([[0.0, 1.0]]), cmap="Greens")
+    >>> label_color(im, 0.0), label_color(im, 1.0)
+    ('black', 'white')
+    >>> plt.close(fig)
+    """
+    r, g, b, _ = im.cmap(im.norm(value))
+    return "white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.45 else "black"
 
 
 def plot_task(ax, X, C=None, labels=None, centers_after=None, s: float = 6.0):

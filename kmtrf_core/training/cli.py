@@ -1,0 +1,119 @@
+"""The command line of training: ``python -m kmtrf_core.training --help``.
+
+One option per :class:`~kmtrf_core.training.TrainConfig` field, generated from
+the dataclass (``--val-tasks`` for ``val_tasks``; the help text, the choices
+and the default come from the field), plus ``--out``, ``--checkpoint-every``
+and ``--resume``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from .config import TrainConfig
+from .loop import train
+
+__all__ = ["build_parser", "parse_args", "main"]
+
+PROG = "python -m kmtrf_core.training"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser: the config's fields, then the run's output options.
+
+    >>> parser = build_parser()
+    >>> parser.parse_args(["--scheme", "oh", "--seeds", "0", "1", "--anisotropic"]).seeds
+    [0, 1]
+    """
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Train the clustering transformer layer (Algorithm 1 of Park et al.) on sampled tasks.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    defaults = TrainConfig()
+    for spec in dataclasses.fields(TrainConfig):
+        meta, flag = spec.metadata, "--" + spec.name.replace("_", "-")
+        default = getattr(defaults, spec.name)
+        if meta["kind"] is bool:
+            parser.add_argument(flag, action="store_true", help=meta["help"])
+            continue
+        options = dict(type=meta["kind"], help=meta["help"])
+        if meta["choices"] is not None:
+            options["choices"] = meta["choices"]
+        if meta["several"]:
+            options["nargs"] = "+"
+            default = list(default) if isinstance(default, tuple) else [default]
+        parser.add_argument(flag, default=default, **options)
+    parser.add_argument("--out", default="runs/train", help="output folder: checkpoint.pt and history.csv")
+    parser.add_argument("--checkpoint-every", type=int, default=1000, help="checkpoint interval in steps")
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    return parser
+
+
+def parse_args(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
+    """The config and the remaining options from command-line arguments.
+
+    An invalid value ends the program with status 2 and one line naming it
+    (as argparse does for a malformed option).
+
+    >>> config, args = parse_args(["--d", "2", "--k", "3", "--family", "normal", "cauchy"])
+    >>> config.d, config.family, args.out
+    (2, ('normal', 'cauchy'), 'runs/train')
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    values = {}
+    for spec in dataclasses.fields(TrainConfig):
+        value = getattr(args, spec.name)
+        if spec.metadata["several"]:
+            value = value[0] if spec.name == "family" and len(value) == 1 else tuple(value)
+        values[spec.name] = value
+    try:
+        config = TrainConfig(**values)
+    except ValueError as err:  # a value argparse accepts but the config does not
+        parser.error(str(err))
+    return config, args
+
+
+def main(argv=None) -> int:
+    """Command-line entry point: train, write ``OUT/checkpoint.pt`` and ``OUT/history.csv``.
+
+    ``python -m kmtrf_core.training --help`` lists the options: one per
+    :class:`TrainConfig` field (``--val-tasks`` for ``val_tasks``, ...), and
+    ``--out``, ``--checkpoint-every``, ``--resume``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        0 on success (the process exit status).
+
+    Examples
+    --------
+    >>> import contextlib, io, tempfile
+    >>> args = ["--d", "2", "--k", "3", "--n", "16", "--steps", "2", "--batch", "2", "--val-tasks", "2"]
+    >>> with tempfile.TemporaryDirectory() as out, contextlib.redirect_stdout(io.StringIO()) as log:
+    ...     status = main(args + ["--out", out])
+    ...     files = sorted(p.name for p in Path(out).iterdir())
+    >>> status, files, log.getvalue().startswith("wrote")
+    (0, ['checkpoint.pt', 'history.csv'], True)
+    """
+    config, args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt = out / "checkpoint.pt"
+    model, history = train(
+        config, checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
+        resume=ckpt if args.resume else None, progress=True,
+    )
+    history.to_csv(out / "history.csv", index=False)
+    last = history[history.step == history.step.max()]
+    print(f"wrote {ckpt} and {out / 'history.csv'}")
+    print(last.to_string(index=False))
+    return 0

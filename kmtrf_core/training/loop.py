@@ -1,0 +1,236 @@
+"""Training the layer on a distribution of clustering tasks (Algorithm 1, Section 3, Appendix F).
+
+Each step samples ``B`` tasks per seed (Appendix D), runs one layer, and takes
+an Adam step on the mean smoothed k-means loss (Eq. 6). Several seeds train
+together as one vectorized ensemble (:class:`~kmtrf_core.model.ClusterTransformer`
+with ``ensemble=S``): every seed keeps its own initialization, its own task
+stream and its own Adam state, so the result equals ``S`` separate runs up to
+floating-point rounding, at a fraction of the cost.
+
+The history is a tidy table, one row per (step, seed): the training loss, and
+at validation steps the relative validation loss of Eq. 20 (the mean over
+fixed held-out tasks of ``L(X, F(X, C)) / L(X, Lloyd(X, C))``), plus the wall
+time. A non-finite loss stops the run with :class:`TrainingDiverged`.
+
+Checkpoints hold the weights, the config, the history, the optimizer state and
+the task generators' states, written atomically; resuming reproduces the
+uninterrupted run.
+
+The run machinery around this loop (the cache of trained runs, sweeps) is
+:mod:`kmtrf_core.training.runs`; checkpoint files are
+:mod:`kmtrf_core.training.checkpoints`; the command line is
+``python -m kmtrf_core.training --help``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ..device import resolve_device
+from ..evaluate import relative_loss
+from ..lloyd import kmeans_objective, lloyd
+from ..model import ClusterTransformer
+from ..objectives import smoothed_kmeans_loss
+from ..tasks import sample_tasks
+from ..validation import check_int
+from .checkpoints import atomic_save, load_checkpoint, load_weights, weights_of
+from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config
+
+__all__ = ["train", "validation_tasks"]
+
+
+def _task_generator(seed: int, device) -> torch.Generator:
+    g = torch.Generator(device=device)
+    g.manual_seed(seed * 1_000_003 + 17)  # a stream separate from the initialization's
+    return g
+
+
+def _sample(config: TrainConfig, generator, batch: int, device):
+    return sample_tasks(
+        batch, config.n, config.d, config.k, family=config.family, scale=config.scale,
+        anisotropic=config.anisotropic, unequal_weights=config.unequal_weights,
+        generator=generator, device=device,
+    )
+
+
+def validation_tasks(config: TrainConfig, device=None):
+    """The fixed held-out tasks ``(X, C)`` that :func:`train` validates on (seed ``config.val_seed``).
+
+    Parameters
+    ----------
+    config : TrainConfig
+        Sets the task distribution, ``val_tasks`` and ``val_seed``.
+    device : torch.device or str, optional
+        Default :func:`~kmtrf_core.device.default_device`.
+
+    Returns
+    -------
+    X : torch.Tensor
+        Points ``(val_tasks, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(val_tasks, k, d)``.
+
+    Examples
+    --------
+    >>> cfg = TrainConfig(d=2, k=3, n=16, val_tasks=4)
+    >>> X, C = validation_tasks(cfg, "cpu")
+    >>> X.shape, C.shape, torch.equal(X, validation_tasks(cfg, "cpu")[0])
+    (torch.Size([4, 16, 2]), torch.Size([4, 3, 2]), True)
+    """
+    device = resolve_device(device)
+    return _sample(config, torch.Generator(device=device).manual_seed(config.val_seed), config.val_tasks, device)
+
+
+def train(
+    config: TrainConfig,
+    *,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    resume: str | os.PathLike | None = None,
+    progress: bool = False,
+):
+    """Algorithm 1: train the layer by Adam on the smoothed k-means loss of sampled tasks.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    checkpoint : path, optional
+        Where to write checkpoints (every ``checkpoint_every`` steps and at the end).
+    checkpoint_every : int, optional
+        Checkpoint interval in steps; None: only at the end.
+    resume : path, optional
+        A checkpoint to continue from; its config must match ``config``
+        except for ``steps`` and ``device``.
+    progress : bool
+        Show a tqdm progress bar.
+
+    Returns
+    -------
+    model : ClusterTransformer
+        The trained layer; an ensemble (``model.ensemble == len(seeds)``) when
+        there are several seeds (:meth:`~kmtrf_core.model.ClusterTransformer.members`
+        splits it).
+    history : pandas.DataFrame
+        Columns ``step, seed, train_loss, val_relative_loss, wall_time``.
+
+    Examples
+    --------
+    >>> cfg = TrainConfig(d=2, k=3, n=32, steps=3, batch=4, val_tasks=4, val_every=1, seeds=(0, 1))
+    >>> model, history = train(cfg)
+    >>> model.ensemble, len(history), list(history.columns)
+    (2, 8, ['step', 'seed', 'train_loss', 'val_relative_loss', 'wall_time'])
+    """
+    check_config(config)
+    if checkpoint_every is not None:
+        check_int(checkpoint_every, "checkpoint_every")
+    device = resolve_device(config.device)
+    seeds = config.seeds
+    S = len(seeds)
+
+    members = [
+        ClusterTransformer(config.d, config.k, config.scheme, config.gamma, impl=config.impl, device=device,
+                           generator=torch.Generator(device=device).manual_seed(seed))
+        for seed in seeds
+    ]
+    model = ClusterTransformer.stack(members) if S > 1 else members[0]
+    del members
+    params = [model.Q, model.K, model.V]
+    optimizer = torch.optim.Adam(params, lr=config.lr)
+    task_gens = [_task_generator(seed, device) for seed in seeds]
+    X_val, C_val = validation_tasks(config, device)
+    with torch.no_grad():
+        lloyd_val = kmeans_objective(X_val, lloyd(X_val, C_val))  # the fixed denominators of Eq. 20
+
+    rows: list[tuple] = []
+    start_step, elapsed = 0, 0.0
+    if resume is not None:
+        state = load_checkpoint(resume, config)
+        load_weights(model, state["weights"])
+        optimizer.load_state_dict(state["optimizer"])
+        for gen, gen_state in zip(task_gens, state["task_generators"]):
+            gen.set_state(gen_state.to(gen.device) if gen.device.type != "cpu" else gen_state)
+        # the interrupted run validated at its last step; a longer run validates only on its schedule
+        rows = [
+            (st, sd, tl, vl if st % config.val_every == 0 or st == config.steps else math.nan, wt)
+            for st, sd, tl, vl, wt in state["history"]
+        ]
+        start_step, elapsed = state["step"], state["wall_time"]
+
+    def save(step: int) -> None:
+        atomic_save(
+            {
+                "config": config.to_dict(),
+                "step": step,
+                "weights": weights_of(model),
+                "optimizer": optimizer.state_dict(),
+                "task_generators": [g.get_state() for g in task_gens],
+                "history": rows,
+                "wall_time": elapsed,
+            },
+            checkpoint,
+        )
+
+    def validate(step: int) -> list[float]:
+        model.eval()
+        rel = relative_loss(model, X_val, C_val, chunk=config.batch, reference=lloyd_val)
+        model.train()
+        return rel.reshape(S, -1).mean(dim=1).tolist()
+
+    t0 = time.perf_counter() - elapsed
+    if start_step == 0:
+        val = validate(0)
+        rows += [(0, seed, math.nan, val[i], 0.0) for i, seed in enumerate(seeds)]
+
+    bar = tqdm(range(start_step + 1, config.steps + 1), disable=not progress, desc="training", unit="step")
+    for step in bar:
+        batches = [_sample(config, g, config.batch, device) for g in task_gens]
+        X = torch.stack([b[0] for b in batches]) if S > 1 else batches[0][0]  # ((S,) B, n, d)
+        C = torch.stack([b[1] for b in batches]) if S > 1 else batches[0][1]
+        centers = model(X, C)
+        losses = smoothed_kmeans_loss(X.flatten(0, -3), centers.flatten(0, -3), config.omega, config.tau)
+        per_seed = losses.view(S, config.batch).mean(dim=1)  # (S,)
+        optimizer.zero_grad(set_to_none=True)
+        per_seed.sum().backward()  # seeds do not interact: each slice gets its own gradient
+        values = per_seed.detach().cpu()
+        bad = ~torch.isfinite(values)
+        if bool(bad.any()):
+            seed = seeds[int(bad.nonzero()[0])]
+            raise TrainingDiverged(
+                f"non-finite training loss at step {step} for seed {seed} "
+                f"(losses {values.tolist()}); try gradient clipping (TrainConfig.clip) or a smaller lr",
+                step=step, seed=seed, history=pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)),
+            )
+        if config.clip is not None:
+            _clip_per_member(params, config.clip, S > 1)
+        optimizer.step()
+        elapsed = time.perf_counter() - t0
+        validating = step % config.val_every == 0 or step == config.steps
+        val = validate(step) if validating else [math.nan] * S
+        rows += [(step, seed, values[i].item(), val[i], elapsed) for i, seed in enumerate(seeds)]
+        if progress:
+            bar.set_postfix(loss=f"{values.mean().item():.4g}")
+        if checkpoint is not None and checkpoint_every is not None and step % checkpoint_every == 0:
+            save(step)
+    if checkpoint is not None:
+        save(config.steps)
+    model.eval()
+    history = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    return model, history
+
+
+def _clip_per_member(params, max_norm: float, ensemble: bool) -> None:
+    # like torch.nn.utils.clip_grad_norm_, but one norm per ensemble member
+    with torch.no_grad():
+        if ensemble:
+            sq = sum(p.grad.pow(2).flatten(1).sum(dim=1) for p in params)  # (S,)
+        else:
+            sq = sum(p.grad.pow(2).sum() for p in params)
+        coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+        for p in params:
+            p.grad.mul_(coef.view(-1, *([1] * (p.grad.dim() - 1))) if ensemble else coef)

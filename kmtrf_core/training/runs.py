@@ -1,0 +1,381 @@
+"""Runs of the training loop: the on-disk cache of trained runs, sweeps, and their summaries.
+
+A run is one :class:`~kmtrf_core.training.TrainConfig` trained by
+:func:`~kmtrf_core.training.train`. :func:`train_cached` stores it under a key
+made of the config and of the code that training actually executes, found by
+following the imports of the training loop through the package
+(:func:`training_code_fingerprint`); no list of modules is kept by hand.
+:func:`sweep` trains a grid of configs; :func:`family_generalization` is the
+sweep and evaluation behind Fig. 8/18.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import hashlib
+import itertools
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ..device import resolve_device
+from ..evaluate import evaluate_models
+from ..model import ClusterTransformer
+from ..tasks import FAMILIES, family_tasks
+from ..validation import check_choice
+from .checkpoints import atomic_save, load_weights, weights_of
+from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config
+from .loop import train
+
+__all__ = [
+    "cache_dir",
+    "cache_key",
+    "convergence_summary",
+    "family_generalization",
+    "sweep",
+    "train_cached",
+    "training_code_fingerprint",
+    "training_modules",
+]
+
+SWEEP_COLUMNS = ("d", "k", "n", "scheme", "omega", "tau", "gamma", "lr", "clip")
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+_LOOP_MODULE = "kmtrf_core.training.loop"
+
+
+def cache_dir(path=None) -> Path:
+    """Where :func:`train_cached` keeps trained runs: ``path``, else ``$KMTRF_CACHE``, else ``~/.cache/kmtrf``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        An explicit folder, returned as is.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder (not created here).
+
+    Examples
+    --------
+    >>> cache_dir("runs/cache").as_posix()
+    'runs/cache'
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"KMTRF_CACHE": "/tmp/kmtrf-cache"}):
+    ...     print(cache_dir().as_posix())
+    /tmp/kmtrf-cache
+    """
+    if path is not None:
+        return Path(path)
+    return Path(os.environ.get("KMTRF_CACHE") or Path.home() / ".cache" / "kmtrf")
+
+
+def cache_key(config: TrainConfig) -> str:
+    """The name of a run in the cache: a hash of the config (without ``device``) and of the training code."""
+    digest = hashlib.sha256()
+    wanted = {key: value for key, value in config.to_dict().items() if key != "device"}
+    digest.update(json.dumps(wanted, sort_keys=True).encode())
+    digest.update(training_code_fingerprint().encode())
+    return digest.hexdigest()[:24]
+
+
+def _module_path(name: str) -> Path | None:
+    """The source file of a ``kmtrf_core`` module (or package ``__init__``), None outside the package."""
+    parts = name.split(".")
+    if parts[0] != "kmtrf_core":
+        return None
+    base = _PACKAGE.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported_modules(name: str, path: Path) -> set:
+    """The ``kmtrf_core`` modules that the source of module ``name`` imports (absolute or relative)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # "from . import x" names a module
+    return {module for module in found if _module_path(module) is not None}
+
+
+def training_modules(root: str = _LOOP_MODULE) -> list:
+    """Every ``kmtrf_core`` module that ``root`` reaches through its imports, sorted by name.
+
+    >>> modules = training_modules()
+    >>> {"kmtrf_core.model", "kmtrf_core.objectives", "kmtrf_core.training.loop"} <= set(modules)
+    True
+    >>> "kmtrf_core.book.plotting" in modules
+    False
+    """
+    seen, todo = set(), [root]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(_imported_modules(name, _module_path(name)) - seen)
+    return sorted(seen)
+
+
+@functools.lru_cache(maxsize=1)
+def training_code_fingerprint() -> str:
+    """The code of every module the training loop reaches (:func:`training_modules`), without docstrings.
+
+    Read and parsed once per process: the code that runs is the code that was imported.
+    """
+    return "\n".join(f"{name}\n{_code_fingerprint(_module_path(name).read_text())}" for name in training_modules())
+
+
+def _code_fingerprint(source: str) -> str:
+    """The module's syntax tree without docstrings: editing prose or comments keeps cached runs valid."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
+def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, progress: bool = False):
+    """:func:`~kmtrf_core.training.train`, remembered on disk: a second call with the same config loads the result.
+
+    The key is the config (without ``device``) and the code of every module
+    that training runs through (:func:`training_code_fingerprint`), so
+    editing the model, the tasks, the loss or the loop retrains. Several chapters share the models of Section 4 this way
+    without training them twice in one book build.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    directory : path, optional
+        The cache folder (default :func:`cache_dir`).
+    refresh : bool
+        Train again and overwrite the cached run.
+
+    Returns
+    -------
+    (model, history) as from :func:`~kmtrf_core.training.train`; the model is in eval mode on
+    the config's device (or the default device).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> cfg = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     first, _ = train_cached(cfg, directory=folder)
+    ...     again, _ = train_cached(cfg, directory=folder)
+    >>> torch.equal(first.Q, again.Q)
+    True
+    """
+    check_config(config)
+    path = cache_dir(directory) / f"run-{cache_key(config)}.pt"
+    device = resolve_device(config.device)
+    if path.exists() and not refresh:
+        state = torch.load(path, map_location=device, weights_only=False)
+        S = len(config.seeds)
+        model = ClusterTransformer(config.d, config.k, config.scheme, config.gamma, impl=config.impl, device=device,
+                                   ensemble=S if S > 1 else None)
+        load_weights(model, state["weights"])
+        return model.eval(), pd.DataFrame(state["history"], columns=list(HISTORY_COLUMNS))
+    model, history = train(config, progress=progress)
+    atomic_save(
+        {"config": config.to_dict(), "weights": weights_of(model),
+         "history": list(history.itertuples(index=False, name=None))},
+        path,
+    )
+    return model, history
+
+
+def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress: bool = False, cache: bool = False):
+    """Train every combination of ``grid`` values on top of ``base``; one tidy history for all.
+
+    Parameters
+    ----------
+    base : TrainConfig
+    grid : dict
+        Field name -> list of values, e.g. ``{"scheme": ["oh", "bn"], "tau": [1.0, 0.1]}``.
+    on_diverge : {"raise", "record"}
+        ``"record"`` keeps the rows up to a divergence and marks the run
+        (column ``diverged``) instead of stopping the sweep.
+    cache : bool
+        Train through :func:`train_cached` (runs already on disk are loaded).
+
+    Returns
+    -------
+    models : dict
+        ``tuple(values in grid order) -> model`` (``None`` for a diverged run).
+    history : pandas.DataFrame
+        The histories of all runs, with a column for each grid field and for
+        the main config fields (``d, k, n, scheme, omega, tau, gamma, lr, clip``),
+        and ``diverged``.
+
+    Examples
+    --------
+    >>> base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+    >>> models, hist = sweep(base, {"scheme": ["oh", "bn"]})
+    >>> sorted(models), sorted(hist.scheme.unique())
+    ([('bn',), ('oh',)], ['bn', 'oh'])
+    """
+    check_choice(on_diverge, "on_diverge", ("raise", "record"))
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = [key for key in grid if key not in fields]
+    if unknown:
+        raise ValueError(f"grid has fields TrainConfig does not: {unknown}")
+    names = list(grid)
+    models, frames = {}, []
+    combos = list(itertools.product(*(grid[name] for name in names)))
+    for values in tqdm(combos, disable=not progress, desc="sweep"):
+        config = dataclasses.replace(base, **dict(zip(names, values)))
+        try:
+            model, hist = train_cached(config) if cache else train(config)
+            hist = hist.assign(diverged=False)
+        except TrainingDiverged as err:
+            if on_diverge == "raise":
+                raise
+            model, hist = None, err.history.assign(diverged=True)
+        for name in dict.fromkeys((*SWEEP_COLUMNS, *names)):
+            value = getattr(config, name)
+            hist[name] = [value if not isinstance(value, tuple) else "+".join(map(str, value))] * len(hist)
+        models[tuple(values)] = model
+        frames.append(hist)
+    return models, pd.concat(frames, ignore_index=True)
+
+
+def convergence_summary(history, by=("scheme", "omega"), fraction: float = 0.9):
+    """Final losses and convergence speed of each group of runs, as medians over seeds (Figure 2).
+
+    Per seed: the final relative validation loss (Eq. 20), the final training
+    loss (mean of the last tenth of the steps), and the first validation step
+    by which the validation loss has made ``fraction`` of its total
+    improvement (NaN if it did not improve).
+
+    Parameters
+    ----------
+    history : pandas.DataFrame
+        From :func:`train` or :func:`sweep`, with the ``by`` columns.
+    by : tuple of str
+        Columns that define a group.
+    fraction : float
+        Share of the total improvement that counts as converged.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by the ``by`` columns; columns ``final_val_relative``,
+        ``final_train_loss``, ``steps_to_converge`` and ``seeds``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> history = pd.DataFrame({"scheme": "bn", "omega": "l2", "seed": [0, 0, 0, 1, 1, 1], "step": [0, 1, 2] * 2,
+    ...     "train_loss": [math.nan, 2.0, 1.0, math.nan, 3.0, 2.0],
+    ...     "val_relative_loss": [1.2, 1.0, 0.9, 1.4, 1.1, 1.0]})
+    >>> convergence_summary(history).round(3).to_dict("records")
+    [{'final_val_relative': 0.95, 'final_train_loss': 1.5, 'steps_to_converge': 2.0, 'seeds': 2}]
+    """
+    rows = []
+    for key, part in history.groupby(list(by)):
+        key = key if isinstance(key, tuple) else (key,)
+        finals, trains, speeds = [], [], []
+        for _, run in part.groupby("seed"):
+            val = run.dropna(subset=["val_relative_loss"])
+            v = val.val_relative_loss.to_numpy()
+            steps = val.step.to_numpy()
+            finals.append(v[-1])
+            tl = run.dropna(subset=["train_loss"]).train_loss.to_numpy()
+            trains.append(tl[-max(1, len(tl) // 10):].mean() if len(tl) else np.nan)
+            target = v[0] - fraction * (v[0] - v[-1])
+            reached = np.nonzero(v <= target)[0] if v[-1] < v[0] else np.array([], dtype=int)
+            speeds.append(steps[reached[0]] if len(reached) else np.nan)
+        rows.append(dict(zip(by, key), final_val_relative=float(np.median(finals)),
+                         final_train_loss=float(np.median(trains)),
+                         steps_to_converge=float(np.nanmedian(speeds)) if not np.all(np.isnan(speeds)) else np.nan,
+                         seeds=len(finals)))
+    return pd.DataFrame(rows).set_index(list(by))
+
+
+def family_generalization(
+    base,
+    schemes=("oh", "bn", "na"),
+    families=FAMILIES,
+    tasks: int = 64,
+    steps: int = 20,
+    seed: int = 30_000,
+    modes=("reembed",),
+):
+    """Train one model per (training family, scheme) and test each on every family (Fig. 8/18).
+
+    Training goes through :func:`sweep` with ``cache=True``,
+    so the models are shared with every other chapter that trains the same
+    configs. The test tasks are ``tasks`` fresh tasks per family drawn from
+    ``seed`` (with the base config's ``n, d, k, scale``).
+
+    Parameters
+    ----------
+    base : TrainConfig
+        Everything but the family and the scheme.
+    schemes : sequence of str
+        Token embeddings to train.
+    families : sequence of str
+        Training and test families.
+    tasks : int
+        Test tasks per family.
+    steps : int
+        Clustering steps ``T`` of the evaluation.
+    seed : int
+        Seed of the test tasks.
+    modes : sequence of {"reembed", "naive"}
+        Evaluation modes.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        :func:`~kmtrf_core.evaluate.evaluate_models` with model labels ``(train_family, scheme)``
+        and tests named by family (see :func:`~kmtrf_core.evaluate.family_matrix`).
+    history : pandas.DataFrame
+        The training histories, from :func:`sweep`.
+
+    Examples
+    --------
+    A tiny run, with the cache in a temporary folder (``$KMTRF_CACHE``):
+
+    >>> import os, tempfile
+    >>> from unittest import mock
+    >>> from kmtrf_core.training import TrainConfig
+    >>> base = TrainConfig(d=2, k=3, n=16, steps=1, batch=2, val_tasks=2, val_every=1)
+    >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+    ...     table, history = family_generalization(base, schemes=("bn",), families=("normal", "cauchy"),
+    ...                                            tasks=2, steps=1)
+    >>> from kmtrf_core.evaluate import family_matrix
+    >>> sorted(table.model.unique()), family_matrix(table, "bn").shape
+    ([('cauchy', 'bn'), ('normal', 'bn')], (2, 2))
+    """
+    families = tuple(families)
+    models, history = sweep(base, {"family": list(families), "scheme": list(schemes)}, cache=True)
+    tests = family_tasks(tasks, base.n, base.d, base.k, families=families, generator=seed, scale=base.scale)
+    return evaluate_models(models, tests, steps, modes=modes), history

@@ -1,0 +1,103 @@
+"""Argument checks: one helper per kind of argument, one message per mistake.
+
+Every public function of :mod:`kmtrf_core` validates what it is given with
+these helpers and raises ``ValueError`` naming the offending argument, so a
+wrong shape or a NaN fails at the call site instead of deep inside a matrix
+product, and the same mistake reads the same wherever it is made.
+
+Examples
+--------
+>>> check_int(3, "steps")
+3
+>>> check_int(1, "k", minimum=2)
+Traceback (most recent call last):
+...
+ValueError: k must be an int >= 2, got 1
+>>> check_choice("BN", "scheme", ("oh", "bn"))
+'bn'
+>>> check_number(0.0, "tau")
+Traceback (most recent call last):
+...
+ValueError: tau must be a positive finite number, got 0.0
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["check_int", "check_choice", "check_number", "check_tensor", "check_points_centers"]
+
+
+def _is_int(value) -> bool:
+    # bool is an int subclass, but True is no count of anything
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_int(value, name: str, minimum: int | None = 1) -> int:
+    """An int (not a bool) that is at least ``minimum`` (no bound when ``None``)."""
+    if not _is_int(value) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise ValueError(f"{name} must be an int{bound}, got {value!r}")
+    return value
+
+
+def check_choice(value, name: str, choices) -> str:
+    """One of ``choices`` (case-insensitive for strings); returns it in lower case."""
+    key = value.lower() if isinstance(value, str) else value
+    if key not in tuple(choices):
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return key
+
+
+def check_number(value, name: str, *, allow_inf: bool = False, allow_zero: bool = False) -> float:
+    """A real number ``> 0`` (``>= 0`` with ``allow_zero``), finite unless ``allow_inf``."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok and isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex:
+        value, ok = value.item(), True
+    if ok:
+        value = float(value)
+        ok = (value >= 0 if allow_zero else value > 0) and (math.isfinite(value) or (allow_inf and value == math.inf))
+    if not ok:
+        sign = "non-negative" if allow_zero else "positive"
+        kind = "number or math.inf" if allow_inf else "finite number"
+        raise ValueError(f"{name} must be a {sign} {kind}, got {value!r}")
+    return value
+
+
+def check_tensor(x, name: str, rank: int | None, last: int | None = None) -> torch.Tensor:
+    """A floating tensor of the given rank (any rank for ``None``) with finite entries."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if rank is not None and x.dim() != rank:
+        raise ValueError(f"{name} must have rank {rank}, got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating tensor, got dtype {x.dtype}")
+    if last is not None and x.shape[-1] != last:
+        raise ValueError(f"{name} must have last dimension {last}, got shape {tuple(x.shape)}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} has non-finite values (nan or inf)")
+    return x
+
+
+def check_points_centers(X, C, k_le_n: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check a batch of tasks: points ``X`` (B, n, d) and centers ``C`` (B, k, d).
+
+    ``k_le_n=False`` allows more centers than points (loss evaluations of a
+    few points); clustering itself needs ``k <= n``.
+    """
+    check_tensor(X, "X", 3)
+    check_tensor(C, "C", 3)
+    if X.shape[0] != C.shape[0]:
+        raise ValueError(f"X and C must have the same batch size, got {X.shape[0]} and {C.shape[0]}")
+    if X.shape[2] != C.shape[2]:
+        raise ValueError(f"C must have the same d as X: X has d={X.shape[2]}, C has d={C.shape[2]}")
+    k, n = C.shape[1], X.shape[1]
+    if k < 2:
+        raise ValueError(f"C must hold k >= 2 centers, got k={k}")
+    if k_le_n and k > n:
+        raise ValueError(f"k must be <= n, got k={k} centers for n={n} points")
+    if X.dtype != C.dtype:
+        raise ValueError(f"X and C must share a dtype, got {X.dtype} and {C.dtype}")
+    return X, C
