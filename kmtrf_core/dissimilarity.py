@@ -17,6 +17,7 @@ Used in the chapter on task dissimilarities.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .validation import check_int, check_points_centers
@@ -119,7 +120,7 @@ def emd_matrix(samples, method: str = "pot", chunk: int = 256) -> np.ndarray:
         values = (torch.cdist(S.unsqueeze(0), S.unsqueeze(0), p=1)[0] / S.shape[1]).numpy()
         out[iu, ju] = values[iu, ju]
     else:
-        import ot
+        import ot  # POT is imported only when an EMD is computed: its import takes seconds
 
         if len(lengths) == 1:
             M = np.stack(rows)  # (N, P)
@@ -183,8 +184,6 @@ def block_summary(D, labels, include_diagonal: bool = False):
     >>> block_summary(D, ["a", "a", "b", "b"]).round(2).values.tolist()
     [[0.5, 3.25], [3.25, 1.0]]
     """
-    import pandas as pd
-
     D = np.asarray(D, dtype=np.float64)
     labels = list(labels)
     if D.ndim != 2 or D.shape[0] != D.shape[1]:

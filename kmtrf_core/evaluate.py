@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import torch
 
 from .lloyd import kmeans_objective, lloyd, lloyd_trajectory
@@ -296,8 +297,6 @@ def evaluate_models(
     >>> table.ratio.round(12).tolist()
     [1.0, 1.0, 1.0]
     """
-    import pandas as pd
-
     if not isinstance(models, dict) or not models:
         raise ValueError("models must be a non-empty dict label -> ClusterTransformer")
     if not isinstance(tests, dict) or not tests:

@@ -167,7 +167,7 @@ def record(claim_id: str, value: str, outcome: str) -> dict:
         from IPython import get_ipython
 
         if get_ipython() is not None:
-            from myst_nb import glue
+            from myst_nb import glue  # present where the book is built, not for a plain user
 
             glue(f"{claim_id}_value", _Plain(value.strip()), display=False)
             glue(f"{claim_id}_verdict", _Plain(outcome), display=False)

@@ -6,6 +6,8 @@ control of the figure layout and the caption.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
@@ -351,7 +353,6 @@ def animation_html(anim) -> str:
     >>> "bootstrapcdn" in html, "<script" in html
     (False, True)
     """
-    import re
 
     html = anim.to_jshtml()
     return re.sub(r"<link[^>]*font-awesome[^>]*>\s*", "", html)

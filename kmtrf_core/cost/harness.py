@@ -55,7 +55,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import torch
+from tqdm.auto import tqdm
 
 from ..attention import IMPLS
 from ..device import default_device
@@ -447,8 +449,6 @@ def _configs(entries, n, batch, gamma, impl, dtype, seed):
 
 
 def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, seed, memory, disable):
-    from tqdm.auto import tqdm
-
     check_int(n, "n")
     check_int(batch, "batch")
     check_int(repeats, "repeats")
@@ -601,8 +601,6 @@ def measure_grid(
     >>> df[["d", "k", "scheme", "d_emb"]].values.tolist()
     [[2, 2, 'oh', 4], [2, 2, 'bn', 3], [2, 3, 'oh', 5], [2, 3, 'bn', 4]]
     """
-    import pandas as pd
-
     d_grid, k_grid, schemes = list(d_grid), list(k_grid), list(schemes)
     for name, grid in (("d_grid", d_grid), ("k_grid", k_grid), ("schemes", schemes)):
         if not grid:
@@ -651,8 +649,6 @@ def compare_schemes(df, scheme: str = "bn", baseline: str = "oh", stat: str = "m
     >>> float(row.forward_speedup), float(row.eval_gain_pct), float(row.memory_reduction_pct)
     (2.0, 0.0, 20.0)
     """
-    import pandas as pd
-
     if stat not in ("median", "mean", "min", "max"):
         raise ValueError(f"stat must be one of median, mean, min, max; got {stat!r}")
     by = list(by)

@@ -149,8 +149,6 @@ def training_code_fingerprint() -> str:
 
 def _code_fingerprint(source: str) -> str:
     """The module's syntax tree without docstrings: editing prose or comments keeps cached runs valid."""
-    import ast
-
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
