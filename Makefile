@@ -8,7 +8,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.stamp
 BIN    := $(CURDIR)/$(VENV)/bin
 
-# Run profile of the chapters: quick | book | paper (see kmtrf_core.profiles).
+# Run profile of the chapters: quick | book | paper (see kmtrf_core.book.profiles).
 # `make book KMTRF_PROFILE=quick` overrides it.
 KMTRF_PROFILE ?= book
 export KMTRF_PROFILE
