@@ -116,3 +116,11 @@ def test_layerwise_errors_grow_at_finite_precision_only_outside_the_theorem():
     X = torch.tensor([[[0.0], [0.25], [0.5], [0.75], [1.0]]], dtype=torch.float64)
     C = torch.tensor([[[0.25], [0.75]]], dtype=torch.float64)
     assert layerwise_lloyd_errors(X, C, "bn", steps=1).item() > 0.1
+
+
+def test_leakage_of_a_single_query():
+    X, C = sample_tasks(1, 30, 2, 4, generator=2, dtype=torch.float64)
+    whole = nearest_key_leakage(X, C, 10.0)
+    one = nearest_key_leakage(X[:, 5:6], C, 10.0)
+    for name in ("off", "bound", "gap", "entropy"):
+        torch.testing.assert_close(one[name][0, 0], whole[name][0, 5])

@@ -189,7 +189,7 @@ def nearest_key_leakage(X: torch.Tensor, C: torch.Tensor, gamma: float) -> dict[
     >>> bool((leak["off"] <= leak["bound"]).all())
     True
     """
-    check_points_centers(X, C)
+    check_points_centers(X, C, k_le_n=False)  # any number of queries, even one point
     gamma = check_number(gamma, "gamma")
     k, d = C.shape[1], X.shape[2]
     if k < 2:
