@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from .validation import check_choice, check_int, check_number, check_tensor
+from .validation import check_choice, check_clusters, check_int, check_number, check_tensor
 
 __all__ = [
     "FAMILIES",
@@ -252,8 +252,7 @@ def sample_tasks(
     check_int(n, "n")
     check_int(d, "d")
     check_int(k, "k", minimum=2)
-    if k > n:
-        raise ValueError(f"k must be <= n, got k={k}, n={n}")
+    check_clusters(k, n)
     families = check_families(family)
     check_number(scale, "scale")
     gen = make_generator(generator, device)

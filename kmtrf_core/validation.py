@@ -27,7 +27,7 @@ import math
 
 import torch
 
-__all__ = ["check_int", "check_choice", "check_number", "check_tensor", "check_points_centers"]
+__all__ = ["check_int", "check_choice", "check_number", "check_clusters", "check_tensor", "check_points_centers"]
 
 
 def _is_int(value) -> bool:
@@ -66,6 +66,20 @@ def check_number(value, name: str, *, allow_inf: bool = False, allow_zero: bool 
     return value
 
 
+def check_clusters(k, n, name: str = "k") -> int:
+    """A number of clusters: an int ``>= 2`` and at most the number of points ``n``.
+
+    >>> check_clusters(7, 5)
+    Traceback (most recent call last):
+    ...
+    ValueError: k must be <= n, got k=7 centers for n=5 points
+    """
+    check_int(k, name, minimum=2)
+    if k > n:
+        raise ValueError(f"{name} must be <= n, got {name}={k} centers for n={n} points")
+    return k
+
+
 def check_tensor(x, name: str, rank: int | None, last: int | None = None) -> torch.Tensor:
     """A floating tensor of the given rank (any rank for ``None``) with finite entries."""
     if not isinstance(x, torch.Tensor):
@@ -96,8 +110,8 @@ def check_points_centers(X, C, k_le_n: bool = True) -> tuple[torch.Tensor, torch
     k, n = C.shape[1], X.shape[1]
     if k < 2:
         raise ValueError(f"C must hold k >= 2 centers, got k={k}")
-    if k_le_n and k > n:
-        raise ValueError(f"k must be <= n, got k={k} centers for n={n} points")
+    if k_le_n:
+        check_clusters(k, n)
     if X.dtype != C.dtype:
         raise ValueError(f"X and C must share a dtype, got {X.dtype} and {C.dtype}")
     return X, C

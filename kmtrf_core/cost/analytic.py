@@ -8,7 +8,7 @@ of one forward pass for a configuration, so that a measurement of
 from __future__ import annotations
 
 from ..embeddings import SCHEMES, embedding_dim
-from ..validation import check_choice, check_int
+from ..validation import check_choice, check_clusters, check_int
 
 __all__ = ["attention_cost"]
 
@@ -74,8 +74,7 @@ def attention_cost(d: int, k: int, n: int, scheme: str, batch: int = 1, itemsize
     scheme = check_choice(scheme, "scheme", SCHEMES)
     check_int(batch, "batch")
     check_int(itemsize, "itemsize")
-    if k > n:
-        raise ValueError(f"k must be <= n, got k={k}, n={n}")
+    check_clusters(k, n)
     m = embedding_dim(d, k, scheme)
     attentions = []
     for name, q, r in (

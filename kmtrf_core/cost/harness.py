@@ -65,7 +65,7 @@ from ..embeddings import SCHEMES, embedding_dim
 from ..model import ClusterTransformer
 from ..objectives import smoothed_kmeans_loss
 from ..tasks import sample_tasks
-from ..validation import check_choice, check_int, check_number
+from ..validation import check_choice, check_clusters, check_int, check_number
 
 __all__ = [
     "METRICS",
@@ -221,8 +221,7 @@ def _check_config(d, k, scheme, n, batch, gamma, impl):
     scheme = check_choice(scheme, "scheme", SCHEMES)
     check_int(n, "n")
     check_int(batch, "batch")
-    if k > n:
-        raise ValueError(f"k must be <= n, got k={k}, n={n}")
+    check_clusters(k, n)
     gamma = check_number(gamma, "gamma", allow_inf=True)
     if math.isinf(gamma):
         raise ValueError("gamma must be finite for profiling (gamma = inf has no gradient)")

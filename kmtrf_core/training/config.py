@@ -16,7 +16,7 @@ from ..device import resolve_device
 from ..embeddings import SCHEMES
 from ..objectives import OMEGAS
 from ..tasks import FAMILIES, check_families
-from ..validation import check_choice, check_int, check_number
+from ..validation import check_choice, check_clusters, check_int, check_number
 
 __all__ = ["TrainConfig", "TrainingDiverged", "HISTORY_COLUMNS", "check_config"]
 
@@ -150,9 +150,7 @@ class TrainConfig:
 
         for name in ("d", "n", "steps", "batch", "val_tasks", "val_every"):
             check_int(getattr(self, name), field_name(name))
-        check_int(self.k, field_name("k"), minimum=2)
-        if self.k > self.n:
-            raise ValueError(f"TrainConfig.k must be <= n, got k={self.k}, n={self.n}")
+        check_clusters(self.k, self.n, field_name("k"))
         for name in ("tau", "lr", "scale", "gamma"):
             check_number(getattr(self, name), field_name(name))
         self.scheme = check_choice(self.scheme, field_name("scheme"), SCHEMES)
