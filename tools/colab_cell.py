@@ -49,14 +49,16 @@ def colab_cell_source(config_path: Path | str = CONFIG) -> str:
     """
     requirement = install_requirement(config_path)
     return (
-        "# Colab set-up: install kmtrf_core from the repository there; elsewhere this does nothing.\n"
+        "# Colab set-up: install kmtrf_core from the repository; elsewhere this does nothing.\n"
         "import subprocess, sys\n"
         "try:\n"
         "    import google.colab  # noqa: F401  (importable only on Colab)\n"
         "except ImportError:\n"
         "    pass\n"
         "else:\n"
-        f'    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{requirement}"], check=True)'
+        f'    requirement = "{requirement}"\n'
+        '    pip = [sys.executable, "-m", "pip", "install", "-q", requirement]\n'
+        "    subprocess.run(pip, check=True)"
     )
 
 
