@@ -1,0 +1,113 @@
+"""Readings of a loss surface (Fig. 3): local_minima, surface_shape, origin_scaled_correlation."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from kmtrf_core import ClusterTransformer, sample_tasks
+from kmtrf_core.landscape import (
+    Landscape,
+    local_minima,
+    loss_surface,
+    origin_scaled_correlation,
+    surface_shape,
+)
+
+
+def _local_minima_loop(Z):
+    """The chapter's original cell-by-cell count, as the reference."""
+    padded = np.pad(Z, 1, constant_values=np.inf)
+    count = 0
+    for i in range(Z.shape[0]):
+        for j in range(Z.shape[1]):
+            window = padded[i : i + 3, j : j + 3].copy()
+            centre = window[1, 1]
+            window[1, 1] = np.inf
+            count += int(centre < window.min())
+    return count
+
+
+def _surface(Z, alphas=None, betas=None):
+    Z = np.asarray(Z, dtype=np.float64)
+    alphas = np.linspace(-1, 1, Z.shape[0]) if alphas is None else np.asarray(alphas, float)
+    betas = np.linspace(-1, 1, Z.shape[1]) if betas is None else np.asarray(betas, float)
+    return Landscape(alphas, betas, Z, Z.copy(), ({}, {}), "l2", 0.1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays(np.float64, st.tuples(st.integers(1, 7), st.integers(1, 7)),
+              elements=st.sampled_from([0.0, 1.0, 2.0, 3.0, np.nan])
+              | st.floats(-10, 10, allow_nan=False)))
+def test_local_minima_matches_the_cell_by_cell_count(Z):
+    assert local_minima(Z) == _local_minima_loop(Z)
+
+
+def test_local_minima_on_known_grids():
+    grid = np.linspace(-1, 1, 9)
+    bowl = np.add.outer(grid ** 2, grid ** 2)
+    assert local_minima(bowl) == 1
+    assert local_minima(-bowl) == 4  # the four corners
+    assert local_minima(np.ones((4, 4))) == 0  # ties are not strict minima
+    two = bowl.copy()
+    two[1, 1] = -1.0
+    assert local_minima(two) == 2
+    assert local_minima([[3.0]]) == 1  # a single cell has no neighbours
+    checker = np.indices((6, 6)).sum(axis=0) % 2  # every 0 cell has 0 diagonal neighbours
+    assert local_minima(checker) == 0
+
+
+@pytest.mark.parametrize("bad", [np.zeros(3), np.zeros((0, 3)), np.zeros((2, 2, 2))])
+def test_local_minima_wants_a_2d_grid(bad):
+    with pytest.raises(ValueError, match="2-D"):
+        local_minima(bad)
+
+
+def test_surface_shape_reads_the_origin_the_rim_and_the_minimum():
+    grid = np.linspace(-1.0, 1.0, 5)
+    Z = 2.0 + np.add.outer((grid - 0.5) ** 2, grid ** 2)  # minimum at alpha = 0.5, beta = 0
+    shape = surface_shape(_surface(Z, grid, grid))
+    assert shape["loss_at_origin"] == Z[2, 2] == 2.25
+    assert shape["local_minima"] == 1
+    assert shape["argmin_distance"] == pytest.approx(0.5)
+    rim = np.concatenate([Z[0], Z[-1], Z[1:-1, 0], Z[1:-1, -1]])
+    assert rim.size == 16
+    assert shape["sharpness"] == pytest.approx(np.mean((rim - 2.25) / 2.25))
+    # scale-free: multiplying the loss changes only the value at the origin
+    scaled = surface_shape(_surface(10 * Z, grid, grid))
+    assert scaled["sharpness"] == pytest.approx(shape["sharpness"])
+    assert scaled["loss_at_origin"] == pytest.approx(22.5)
+
+
+def test_surface_shape_uses_the_grid_point_nearest_the_origin():
+    Z = np.arange(12.0).reshape(3, 4) + 1.0
+    shape = surface_shape(_surface(Z, [-2.0, 0.1, 2.0], [-3.0, -1.0, 0.2, 3.0]))
+    assert shape["loss_at_origin"] == Z[1, 2]
+    assert shape["argmin_distance"] == pytest.approx(np.hypot(-2.0, -3.0))
+
+
+def test_origin_scaled_correlation():
+    grid = np.linspace(-1.0, 1.0, 7)
+    bowl = 1.0 + np.add.outer(grid ** 2, grid ** 2)
+    tilted = bowl + 0.3 * grid[:, None]
+    assert origin_scaled_correlation(_surface(bowl), _surface(4 * bowl)) == pytest.approx(1.0)
+    assert origin_scaled_correlation(_surface(bowl), _surface(-bowl + 10)) == pytest.approx(-1.0)
+    value = origin_scaled_correlation(_surface(bowl), _surface(tilted))
+    assert value == pytest.approx(np.corrcoef((bowl / bowl[3, 3]).ravel(),
+                                              (tilted / tilted[3, 3]).ravel())[0, 1])
+    assert value == pytest.approx(origin_scaled_correlation(_surface(tilted), _surface(bowl)))
+    with pytest.raises(ValueError, match="different grids"):
+        origin_scaled_correlation(_surface(bowl), _surface(bowl[:5, :5]))
+
+
+def test_readings_of_a_real_surface():
+    model = ClusterTransformer(2, 3, "bn", generator=torch.Generator().manual_seed(0))
+    X, C = sample_tasks(4, 16, 2, 3, generator=1)
+    grid = np.linspace(-1.0, 1.0, 5)
+    surface = loss_surface(model, X, C, grid, grid, generator=2)
+    shape = surface_shape(surface)
+    assert shape["loss_at_origin"] == pytest.approx(surface.at(0.0, 0.0)["smoothed"])
+    assert shape["local_minima"] == _local_minima_loop(surface.smoothed) >= 1
+    assert origin_scaled_correlation(surface, surface) == pytest.approx(1.0)
