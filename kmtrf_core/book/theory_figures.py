@@ -21,6 +21,7 @@ import math
 import torch
 
 from ..attention import attention_weights, sqdist
+from ..evaluate import center_trajectory
 from ..lloyd import lloyd_trajectory
 from ..model import ClusterTransformer
 from ..validation import check_int, check_number, check_points_centers, check_tensor
@@ -270,10 +271,5 @@ def layerwise_lloyd_errors(X: torch.Tensor, C: torch.Tensor, scheme: str, steps:
     d, k = X.shape[2], C.shape[1]
     reference = lloyd_trajectory(X, C, steps).centers  # (T + 1, B, k, d)
     model = ClusterTransformer.from_lloyd(d, k, scheme, dtype=X.dtype, device=X.device)
-    errors = []
-    with torch.no_grad():
-        X_bar, C_bar = model.embed(X, C)
-        for t in range(1, steps + 1):
-            X_bar, C_bar = model.layer(X_bar, C_bar)
-            errors.append(relative_center_error(C_bar[..., :d], reference[t]))
-    return torch.stack(errors)
+    layers = center_trajectory(model, X, C, steps, mode="naive")  # the layer on its own tokens
+    return torch.stack([relative_center_error(layers[t], reference[t]) for t in range(1, steps + 1)])
