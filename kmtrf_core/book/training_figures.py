@@ -1,0 +1,326 @@
+"""Chapter 9's figures and verdict tables: six training curves per panel, ablations, claim checks.
+
+* :func:`six_curve_figure`: the paper's six curves (OH / BN / NA times NE / L2)
+  per panel, training loss above, relative validation loss below (Figure 2,
+  Appendix F);
+* :func:`ablation`: one :func:`~kmtrf_core.training.sweep` over one more field,
+  its figure, its convergence table and its time, as an :class:`Ablation`;
+* :func:`figure2_claims`: the claims of Section 3 about Figure 2, checked
+  against two convergence summaries;
+* :func:`claims_table` and :func:`progression`: a "claim / paper / ours /
+  agree" table from rows and the short texts that go in it (chapters 8 and 9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..training import TrainConfig, convergence_summary, sweep
+from .plotting import SCHEME_COLORS, training_curves
+from .timing import Stopwatch, timed
+
+__all__ = [
+    "CLAIM_COLUMNS",
+    "SIX_CURVES",
+    "Ablation",
+    "ablation",
+    "claims_table",
+    "figure2_claims",
+    "progression",
+    "six_curve_figure",
+]
+
+SIX_CURVES = {"scheme": ["oh", "bn", "na"], "omega": ["ne", "l2"]}
+"""The sweep grid of the paper's six curves: token embedding times regularizer."""
+
+CLAIM_COLUMNS = ("claim", "paper", "ours", "agree")
+"""The columns of a claims table: the claim, the paper's number, ours, and whether they agree."""
+
+
+def six_curve_figure(history, panel_col: str, panel_values, title: str, *, window: int = 10,
+                     x: str = "step", by=("scheme", "omega"), colors: dict | None = None):
+    """One column of panels per value of ``panel_col``, each with one curve per run group.
+
+    Top row: the training loss (log scale, running mean over ``window``
+    steps); bottom row: the relative validation loss (Eq. 20) with the
+    one-Lloyd-step line at 1; median and inter-quartile ribbon over seeds
+    (:func:`~kmtrf_core.book.plotting.training_curves`). Chapter 9 draws
+    Figure 2 and the ablations of Appendix F with it.
+
+    Parameters
+    ----------
+    history : pandas.DataFrame
+        From :func:`~kmtrf_core.training.sweep`, with a ``panel_col`` column.
+    panel_col : str
+        The column whose values make the panels.
+    panel_values : sequence
+        The values, one panel each, in this order.
+    title : str
+        The figure's caption.
+    window : int
+        Running-mean window of the training loss.
+    x : {"step", "wall_time"}
+        The abscissa; the panels share it when it is ``"step"``.
+    by : tuple of str
+        Columns that define a curve.
+    colors : dict, optional
+        Curve label -> colour; default :data:`~kmtrf_core.book.plotting.SCHEME_COLORS`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Not shown yet: a chapter calls ``plt.show()``.
+
+    Examples
+    --------
+    >>> history = pd.DataFrame({"tau": 0.1, "scheme": "bn", "omega": "l2", "seed": [0, 0, 1, 1],
+    ...     "step": [0, 1, 0, 1], "train_loss": [np.nan, 2.0, np.nan, 3.0],
+    ...     "val_relative_loss": [1.2, 0.9, 1.3, 1.0]})
+    >>> fig = six_curve_figure(history, "tau", [0.1], "a test")
+    >>> [ax.get_title() for ax in fig.axes], fig.axes[1].get_legend() is not None
+    (['tau = 0.1', ''], True)
+    >>> plt.close(fig)
+    """
+    panel_values = list(panel_values)
+    if not panel_values:
+        raise ValueError("panel_values must not be empty")
+    colors = SCHEME_COLORS if colors is None else colors
+    fig, axes = plt.subplots(2, len(panel_values), figsize=(5 * len(panel_values), 6.4),
+                             sharex=x == "step", squeeze=False)
+    for j, value in enumerate(panel_values):
+        part = history[history[panel_col] == value]
+        training_curves(axes[0, j], axes[1, j], part, by=by, window=window, x=x, colors=colors)
+        axes[0, j].set_title(f"{panel_col} = {value}")
+        axes[0, j].set_yscale("log")
+    axes[1, -1].legend(fontsize=7, ncol=2)
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
+@dataclass
+class Ablation:
+    """What :func:`ablation` returns; shows as its summary line and its table in a notebook.
+
+    Attributes
+    ----------
+    field : str
+        The swept :class:`~kmtrf_core.training.TrainConfig` field.
+    history : pandas.DataFrame
+        The sweep's tidy history (with ``diverged``).
+    summary : pandas.DataFrame
+        :func:`~kmtrf_core.training.convergence_summary` by ``field`` and the curve columns.
+    table : pandas.DataFrame
+        The final relative validation loss, one row per value of ``field``,
+        one column per curve, rounded to 3 digits.
+    diverged : pandas.Series
+        Per configuration, whether any of its seeds diverged.
+    figure : matplotlib.figure.Figure
+        The :func:`six_curve_figure` of the sweep.
+    clock : Stopwatch
+        How long the sweep, the figure and the summary took.
+    """
+
+    field: str
+    history: pd.DataFrame
+    summary: pd.DataFrame
+    table: pd.DataFrame
+    diverged: pd.Series
+    figure: object
+    clock: Stopwatch
+
+    @property
+    def line(self) -> str:
+        """``"12 configurations in 44 s; diverged: 0"``."""
+        return f"{len(self.diverged)} configurations in {self.clock}; diverged: {int(self.diverged.sum())}"
+
+    def __repr__(self) -> str:
+        return f"{self.line}\n\n{self.table.to_string()}"
+
+    def _repr_html_(self) -> str:
+        table = self.table._repr_html_() or self.table.to_html()
+        return f"<p>{self.line}</p>\n{table}"
+
+
+def ablation(field: str, values, base: TrainConfig, *, title: str = "", window: int = 10,
+             note: str = "", grid: dict | None = None) -> Ablation:
+    """Sweep one field with the six curves, draw them and summarize (Appendix F; chapter 9).
+
+    One :func:`~kmtrf_core.training.sweep` over ``{field: values, **grid}``
+    on top of ``base`` that records a divergence instead of stopping
+    (``on_diverge="record"``); its :func:`six_curve_figure` with one panel per
+    value, captioned with ``title``, the sizes of ``base`` and ``note``; its
+    :func:`~kmtrf_core.training.convergence_summary`; all timed with
+    :func:`~kmtrf_core.book.timing.timed`.
+
+    Parameters
+    ----------
+    field : str
+        A :class:`~kmtrf_core.training.TrainConfig` field, e.g. ``"tau"``.
+    values : sequence
+        Its values, one panel each.
+    base : TrainConfig
+        Everything else.
+    title : str
+        The start of the caption, e.g. ``"Figure 10"``.
+    window : int
+        Running-mean window of the training loss.
+    note : str
+        The end of the caption, e.g. the profile's ``describe()``.
+    grid : dict, optional
+        The curves of a panel; default :data:`SIX_CURVES`.
+
+    Returns
+    -------
+    Ablation
+        The figure is drawn but not shown: a chapter calls ``plt.show()``.
+
+    Examples
+    --------
+    >>> base = TrainConfig(d=2, k=3, n=12, steps=2, batch=2, val_tasks=2, val_every=1)
+    >>> result = ablation("tau", [1.0, 0.1], base, grid={"scheme": ["oh", "bn"]})
+    >>> result.table.columns.tolist(), result.table.index.tolist()
+    (['bn', 'oh'], [0.1, 1.0])
+    >>> result.line.startswith("4 configurations in "), result.line.endswith("; diverged: 0")
+    (True, True)
+    >>> plt.close(result.figure)
+    """
+    grid = SIX_CURVES if grid is None else grid
+    if field in grid:
+        raise ValueError(f"field {field!r} is already a curve column of the grid {sorted(grid)}")
+    curves = list(grid)
+    with timed() as clock:
+        _, history = sweep(base, {field: list(values), **grid}, on_diverge="record")
+        caption = (f"{title}; n={base.n}, k={base.k}, d={base.d}, tau={base.tau}, "
+                   f"{base.steps} steps, seeds {list(base.seeds)}; {note}")
+        figure = six_curve_figure(history, field, values, caption, window=window, by=tuple(curves))
+        summary = convergence_summary(history, by=(field, *curves))
+        diverged = history.groupby([field, *curves]).diverged.any()
+    levels = list(range(1, 1 + len(curves)))
+    table = summary["final_val_relative"].unstack(levels).round(3)
+    return Ablation(field=field, history=history, summary=summary, table=table, diverged=diverged,
+                    figure=figure, clock=clock)
+
+
+def progression(values, fmt: str = "{}") -> str:
+    """Values in order, joined by arrows: ``"1.0% -> 6.7% -> 36.9%"`` (a "grows with k" claim).
+
+    >>> progression([1.04, 0.82, 2.675], "{:.2f}x")
+    '1.04x -> 0.82x -> 2.67x'
+    """
+    return " -> ".join(fmt.format(v) for v in values)
+
+
+def claims_table(rows, columns=CLAIM_COLUMNS, index: bool = True) -> pd.DataFrame:
+    """A table of claim checks from rows, the last column a plain ``bool`` verdict (chapters 8, 9).
+
+    Parameters
+    ----------
+    rows : iterable of tuple
+        One tuple per claim, in the order of ``columns``; the last entry is
+        the check's outcome (anything with a truth value).
+    columns : sequence of str
+        Column names; default :data:`CLAIM_COLUMNS` (claim, paper, ours, agree).
+    index : bool
+        Index the table by its first column (the claim).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Examples
+    --------
+    >>> table = claims_table([("BN is faster at k=400", "4.90x", "8.00x", np.True_)])
+    >>> table.loc["BN is faster at k=400", "ours"], table.agree.tolist()
+    ('8.00x', [True])
+    >>> claims_table([("L2 beats NE", "0.9 vs 1.0", 1)], columns=("claim", "ours", "holds")).holds.tolist()
+    [True]
+    """
+    columns = list(columns)
+    rows = [tuple(row) for row in rows]
+    for row in rows:
+        if len(row) != len(columns):
+            raise ValueError(f"every row needs {len(columns)} entries ({columns}), got {row!r}")
+    table = pd.DataFrame([(*row[:-1], bool(row[-1])) for row in rows], columns=columns)
+    table[columns[-1]] = table[columns[-1]].astype(bool)
+    return table.set_index(columns[0]) if index else table
+
+
+FIGURE2_COLUMNS = ("claim (Section 3, Fig. 2)", "our numbers", "holds here")
+
+
+def figure2_claims(tau_summary: pd.DataFrame, d_summary: pd.DataFrame, taus=None) -> pd.DataFrame:
+    """The claims of Section 3 about Figure 2, checked on two convergence summaries (chapter 9).
+
+    Seven rows: at the smallest ``tau``, L2 beats one Lloyd step with OH and
+    with BN, and NA does worse than both; at the largest ``tau`` L2
+    generalizes better than NE; L2 reaches a lower training loss than NE at
+    every ``tau``; at the smallest ``d`` OH converges in fewer steps than BN
+    (L2), and the difference shrinks at the largest ``d``.
+
+    Parameters
+    ----------
+    tau_summary : pandas.DataFrame
+        :func:`~kmtrf_core.training.convergence_summary` of Figure 2(a), by
+        ``("tau", "scheme", "omega")`` with schemes ``oh, bn, na`` and omegas ``ne, l2``.
+    d_summary : pandas.DataFrame
+        The same for Figure 2(b), by ``("d", "scheme", "omega")``.
+    taus : sequence, optional
+        The order of the per-``tau`` rows; default the summary's order.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``claim (Section 3, Fig. 2)``, ``our numbers`` and
+        ``holds here`` (bool), one row per claim.
+
+    Examples
+    --------
+    >>> index = pd.MultiIndex.from_product([[0.1, 1.0], ["bn", "na", "oh"], ["l2", "ne"]],
+    ...                                    names=["tau", "scheme", "omega"])
+    >>> tau_summary = pd.DataFrame({"final_val_relative": np.linspace(0.8, 1.3, 12),
+    ...                             "final_train_loss": [1.0, 2.0] * 6}, index=index)
+    >>> d_summary = pd.DataFrame({"steps_to_converge": [20.0] * 6 + [10.0] * 6},
+    ...                          index=index.set_names("d", level=0).set_levels([4, 16], level=0))
+    >>> claims = figure2_claims(tau_summary, d_summary)
+    >>> claims["holds here"].tolist()
+    [True, False, True, True, True, False, False]
+    >>> claims.loc[0, "our numbers"]
+    'tau=0.1: OH 0.982, BN 0.800'
+    """
+    final = tau_summary["final_val_relative"]
+    train_loss = tau_summary["final_train_loss"]
+    taus = list(dict.fromkeys(tau_summary.index.get_level_values(0))) if taus is None else list(taus)
+    small_tau, big_tau = min(taus), max(taus)
+    oh, bn = final.loc[(small_tau, "oh", "l2")], final.loc[(small_tau, "bn", "l2")]
+    na = final.loc[(small_tau, "na", "l2")]
+    rows = [
+        ("L2 at the smallest tau beats one Lloyd step (OH and BN)",
+         f"tau={small_tau}: OH {oh:.3f}, BN {bn:.3f}", oh < 1 and bn < 1),
+        ("NA does worse than OH/BN (L2, smallest tau)", f"NA {na:.3f}", na > max(oh, bn)),
+    ]
+    ne_big = final.loc[(big_tau, slice(None), "ne")].min()
+    l2_big = final.loc[(big_tau, slice(None), "l2")].min()
+    rows.append((f"at tau={big_tau}, L2 generalizes better than NE (best of OH/BN/NA)",
+                 f"L2 {l2_big:.3f} vs NE {ne_big:.3f}", l2_big < ne_big))
+    for tau in taus:
+        l2 = train_loss.loc[(tau, slice(None), "l2")].to_numpy()
+        ne = train_loss.loc[(tau, slice(None), "ne")].to_numpy()
+        rows.append((f"L2 reaches a lower training loss than NE (tau={tau}, all embeddings)",
+                     f"L2 {np.round(l2, 3).tolist()} vs NE {np.round(ne, 3).tolist()}",
+                     (l2 < ne).all()))
+    speed = d_summary["steps_to_converge"]
+    ds = d_summary.index.get_level_values(0)
+    d_small, d_large = min(ds), max(ds)
+    oh_small, bn_small = speed.loc[(d_small, "oh", "l2")], speed.loc[(d_small, "bn", "l2")]
+    gap_small = bn_small - oh_small
+    gap_large = speed.loc[(d_large, "bn", "l2")] - speed.loc[(d_large, "oh", "l2")]
+    rows.append((f"OH converges faster than BN at d={d_small} (L2, steps to 90%)",
+                 f"OH {oh_small:.0f} vs BN {bn_small:.0f}", gap_small > 0))
+    rows.append((f"the OH/BN difference shrinks from d={d_small} to d={d_large}",
+                 f"BN - OH: {gap_small:.0f} steps -> {gap_large:.0f} steps",
+                 abs(gap_large) < abs(gap_small)))
+    return claims_table(rows, columns=FIGURE2_COLUMNS, index=False)
