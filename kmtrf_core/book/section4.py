@@ -33,7 +33,7 @@ import torch
 
 from ..attention import sqdist
 from ..dissimilarity import block_labels, distance_samples, emd_matrix
-from ..evaluate import final_ratios
+from ..evaluate import family_matrix, final_ratios
 from ..lloyd import kmeans_objective
 from ..objectives import smoothing_gap, sparsemax_is_tight
 from ..tasks import FAMILIES, SHIFTS, family_tasks
@@ -954,9 +954,7 @@ def transfer_correlation(blocks, table, schemes=SCHEMES, families=FAMILIES) -> p
     >>> list(corr.index), int(corr.pairs.iloc[0])
     (['BN:L2'], 6)
     """
-    from scipy.stats import spearmanr
-
-    from ..evaluate import family_matrix
+    from scipy.stats import spearmanr  # scipy.stats takes a while to import: only here
 
     rows = []
     for scheme in schemes:
