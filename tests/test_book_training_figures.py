@@ -15,14 +15,12 @@ from kmtrf_core import TrainConfig  # noqa: E402
 from kmtrf_core.book.plotting import SCHEME_COLORS  # noqa: E402
 from kmtrf_core.book.timing import Stopwatch  # noqa: E402
 from kmtrf_core.training import loop as train_module  # noqa: E402
+from kmtrf_core.book.claims import CLAIM_COLUMNS, claims_table, progression  # noqa: E402
 from kmtrf_core.book.training_figures import (  # noqa: E402
-    CLAIM_COLUMNS,
     SIX_CURVES,
     Ablation,
     ablation,
-    claims_table,
     figure2_claims,
-    progression,
     six_curve_figure,
 )
 

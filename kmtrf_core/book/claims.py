@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np  # noqa: F401  (the doctests of claims_table use it)
+import pandas as pd
+
 from ..validation import check_choice, check_int
 from .profiles import get_profile
 
-__all__ = ["CLAIMS", "VERDICTS", "Claim", "verdict", "record"]
+__all__ = ["CLAIMS", "CLAIM_COLUMNS", "VERDICTS", "Claim", "Record", "claims_table", "progression", "record", "verdict"]
 
 VERDICTS = ("reproduced", "partly", "not reproduced")
 
@@ -187,3 +190,51 @@ class Record(dict):
 
     def __repr__(self) -> str:
         return f"{self['verdict']}: {self['value']} ({self['source']}, profile {self['profile']})"
+
+
+CLAIM_COLUMNS = ("claim", "paper", "ours", "agree")
+"""The columns of a claims table: the claim, the paper's number, ours, and whether they agree."""
+
+
+def progression(values, fmt: str = "{}") -> str:
+    """Values in order, joined by arrows: ``"1.0% -> 6.7% -> 36.9%"`` (a "grows with k" claim).
+
+    >>> progression([1.04, 0.82, 2.675], "{:.2f}x")
+    '1.04x -> 0.82x -> 2.67x'
+    """
+    return " -> ".join(fmt.format(v) for v in values)
+
+
+def claims_table(rows, columns=CLAIM_COLUMNS, index: bool = True) -> pd.DataFrame:
+    """A table of claim checks from rows, the last column a plain ``bool`` verdict (chapters 8, 9).
+
+    Parameters
+    ----------
+    rows : iterable of tuple
+        One tuple per claim, in the order of ``columns``; the last entry is
+        the check's outcome (anything with a truth value).
+    columns : sequence of str
+        Column names; default :data:`CLAIM_COLUMNS` (claim, paper, ours, agree).
+    index : bool
+        Index the table by its first column (the claim).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Examples
+    --------
+    >>> table = claims_table([("BN is faster at k=400", "4.90x", "8.00x", np.True_)])
+    >>> table.loc["BN is faster at k=400", "ours"], table.agree.tolist()
+    ('8.00x', [True])
+    >>> claims_table([("L2 beats NE", "0.9 vs 1.0", 1)], columns=("claim", "ours", "holds")).holds.tolist()
+    [True]
+    """
+    columns = list(columns)
+    rows = [tuple(row) for row in rows]
+    for row in rows:
+        if len(row) != len(columns):
+            raise ValueError(f"every row needs {len(columns)} entries ({columns}), got {row!r}")
+    table = pd.DataFrame([(*row[:-1], bool(row[-1])) for row in rows], columns=columns)
+    table[columns[-1]] = table[columns[-1]].astype(bool)
+    return table.set_index(columns[0]) if index else table

@@ -6,9 +6,7 @@
 * :func:`ablation`: one :func:`~kmtrf_core.training.sweep` over one more field,
   its figure, its convergence table and its time, as an :class:`Ablation`;
 * :func:`figure2_claims`: the claims of Section 3 about Figure 2, checked
-  against two convergence summaries;
-* :func:`claims_table` and :func:`progression`: a "claim / paper / ours /
-  agree" table from rows and the short texts that go in it (chapters 8 and 9).
+  against two convergence summaries (a :func:`~kmtrf_core.book.claims.claims_table`).
 """
 
 from __future__ import annotations
@@ -20,25 +18,21 @@ import numpy as np
 import pandas as pd
 
 from ..training import TrainConfig, convergence_summary, sweep
+from .claims import claims_table
 from .plotting import SCHEME_COLORS, training_curves
 from .timing import Stopwatch, timed
 
 __all__ = [
-    "CLAIM_COLUMNS",
     "SIX_CURVES",
     "Ablation",
     "ablation",
-    "claims_table",
     "figure2_claims",
-    "progression",
     "six_curve_figure",
 ]
 
 SIX_CURVES = {"scheme": ["oh", "bn", "na"], "omega": ["ne", "l2"]}
 """The sweep grid of the paper's six curves: token embedding times regularizer."""
 
-CLAIM_COLUMNS = ("claim", "paper", "ours", "agree")
-"""The columns of a claims table: the claim, the paper's number, ours, and whether they agree."""
 
 
 def six_curve_figure(history, panel_col: str, panel_values, title: str, *, window: int = 10,
@@ -203,50 +197,6 @@ def ablation(field: str, values, base: TrainConfig, *, title: str = "", window: 
     table = summary["final_val_relative"].unstack(levels).round(3)
     return Ablation(field=field, history=history, summary=summary, table=table, diverged=diverged,
                     figure=figure, clock=clock)
-
-
-def progression(values, fmt: str = "{}") -> str:
-    """Values in order, joined by arrows: ``"1.0% -> 6.7% -> 36.9%"`` (a "grows with k" claim).
-
-    >>> progression([1.04, 0.82, 2.675], "{:.2f}x")
-    '1.04x -> 0.82x -> 2.67x'
-    """
-    return " -> ".join(fmt.format(v) for v in values)
-
-
-def claims_table(rows, columns=CLAIM_COLUMNS, index: bool = True) -> pd.DataFrame:
-    """A table of claim checks from rows, the last column a plain ``bool`` verdict (chapters 8, 9).
-
-    Parameters
-    ----------
-    rows : iterable of tuple
-        One tuple per claim, in the order of ``columns``; the last entry is
-        the check's outcome (anything with a truth value).
-    columns : sequence of str
-        Column names; default :data:`CLAIM_COLUMNS` (claim, paper, ours, agree).
-    index : bool
-        Index the table by its first column (the claim).
-
-    Returns
-    -------
-    pandas.DataFrame
-
-    Examples
-    --------
-    >>> table = claims_table([("BN is faster at k=400", "4.90x", "8.00x", np.True_)])
-    >>> table.loc["BN is faster at k=400", "ours"], table.agree.tolist()
-    ('8.00x', [True])
-    >>> claims_table([("L2 beats NE", "0.9 vs 1.0", 1)], columns=("claim", "ours", "holds")).holds.tolist()
-    [True]
-    """
-    columns = list(columns)
-    rows = [tuple(row) for row in rows]
-    for row in rows:
-        if len(row) != len(columns):
-            raise ValueError(f"every row needs {len(columns)} entries ({columns}), got {row!r}")
-    table = pd.DataFrame([(*row[:-1], bool(row[-1])) for row in rows], columns=columns)
-    table[columns[-1]] = table[columns[-1]].astype(bool)
-    return table.set_index(columns[0]) if index else table
 
 
 FIGURE2_COLUMNS = ("claim (Section 3, Fig. 2)", "our numbers", "holds here")
