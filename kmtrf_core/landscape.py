@@ -282,6 +282,8 @@ def _origin(surface: Landscape) -> tuple[int, int]:
 def surface_shape(surface: Landscape) -> dict:
     """Scale-free readings of a smoothed-loss surface around the trained weights (Fig. 3).
 
+    The unimodality and sharpness readings of the chapter on loss landscapes.
+
     Parameters
     ----------
     surface : Landscape
@@ -322,7 +324,17 @@ def origin_scaled_correlation(first: Landscape, second: Landscape) -> float:
     """Pearson correlation of two smoothed-loss surfaces, each divided by its value at the origin.
 
     Compares the shapes of two models' surfaces on grids of the same size
-    (Fig. 3: OH against BN at one ``d``) without their scales.
+    (Fig. 3: OH against BN at one ``d``, in the chapter on loss landscapes)
+    without their scales.
+
+    Parameters
+    ----------
+    first, second : Landscape
+        Surfaces on grids of the same shape.
+
+    Returns
+    -------
+    float
 
     Examples
     --------

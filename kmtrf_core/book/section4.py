@@ -172,6 +172,19 @@ def trained_layers(base: TrainConfig, *, families=None, schemes=SCHEMES, omegas=
 def scheme_layers(base: TrainConfig, schemes=SCHEMES) -> dict:
     """One cached layer per token embedding on the base config: ``scheme -> model`` (chapter 11).
 
+    Parameters
+    ----------
+    base : TrainConfig
+        From :func:`base_config`.
+    schemes : sequence of str
+        Token embeddings.
+
+    Returns
+    -------
+    dict
+        ``scheme -> model`` in the order of ``schemes`` (the runs of
+        :func:`trained_layers` with these schemes).
+
     Examples
     --------
     >>> import os, tempfile
@@ -190,6 +203,17 @@ def scheme_layers(base: TrainConfig, schemes=SCHEMES) -> dict:
 def training_caption(sizes) -> str:
     """The layers' sizes for a figure caption: ``n, d, k, tau``, training steps and seeds.
 
+    Used in the captions of Figures 4, 6, 7 and 18 (chapters 10, 11 and 13).
+
+    Parameters
+    ----------
+    sizes : namespace
+        A profile's ``section4`` sizes (``profile.chapter("section4")``).
+
+    Returns
+    -------
+    str
+
     Examples
     --------
     >>> training_caption(get_profile("quick").chapter("section4"))
@@ -201,6 +225,16 @@ def training_caption(sizes) -> str:
 
 def l2_label(key) -> str:
     """Legend label of an L2 layer from its scheme or ``(family, scheme)`` key (chapter 11).
+
+    Parameters
+    ----------
+    key : str or tuple
+        A scheme, or a model label whose last entry is the scheme.
+
+    Returns
+    -------
+    str
+        :func:`~kmtrf_core.book.plotting.run_label` of ``(scheme, "l2")``.
 
     Examples
     --------
@@ -214,6 +248,9 @@ def l2_label(key) -> str:
 @dataclass(frozen=True)
 class Finding:
     """A measured statement: what to record in the claims ledger and what to print.
+
+    The verdict helpers of this module return it; a chapter prints it and
+    passes ``value`` and ``verdict`` to ``record(claim_id, ...)``.
 
     Attributes
     ----------
@@ -243,7 +280,7 @@ class Finding:
 
 
 def multistep_summary(table, steps: int | None = None) -> pd.DataFrame:
-    """Per model and mode, the loss after step 1 and after ``steps`` steps (Figure 6).
+    """Per model and mode, the loss after step 1 and after ``steps`` steps (Figure 6, chapter 10).
 
     Parameters
     ----------
@@ -431,7 +468,7 @@ def shift_finding(final, steps: int, shifts=SHIFTS) -> Finding:
 
 
 def family_summary(matrices: dict) -> pd.DataFrame:
-    """Figure 8's three readings, per embedding, from the train x test family matrices.
+    """Figure 8's three readings, per embedding, from the train x test family matrices (chapter 11).
 
     Parameters
     ----------
@@ -521,6 +558,17 @@ def family_finding(summary, steps: int, families=FAMILIES) -> Finding:
 
 def point_counts(sizes, factors) -> list:
     """Numbers of points for Figure 12: ``factor * n`` rounded, at least ``k`` (chapter 11).
+
+    Parameters
+    ----------
+    sizes : namespace
+        With the training ``n`` and ``k`` (the ``section4`` sizes).
+    factors : sequence of float
+        Multiples of ``n`` (the profile's ``length_factors``).
+
+    Returns
+    -------
+    list of int
 
     Examples
     --------
@@ -614,7 +662,7 @@ def family_convergence(history, families=FAMILIES) -> pd.DataFrame:
 
 
 def family_training_finding(per_family, val_every: int) -> Finding:
-    """Figure 4: does cauchy validate worst, and does its validation curve settle first?
+    """Figure 4: does cauchy validate worst, and does its validation curve settle first? (chapter 13)
 
     Parameters
     ----------
@@ -659,7 +707,7 @@ def family_training_finding(per_family, val_every: int) -> Finding:
 
 
 def gap_finding(gaps: dict) -> Finding:
-    """Figure 5: is the largest smoothing gap for cauchy ten times that for normal?
+    """Figure 5: is the largest smoothing gap for cauchy ten times that for normal? (chapter 13)
 
     ``"reproduced"`` for a factor of 10 or more, ``"partly"`` for a factor above
     1, else ``"not reproduced"``.
@@ -758,6 +806,20 @@ def smoothing_margins(layers: dict, tests: dict, tau: float = 0.1) -> pd.DataFra
 def margin_report(margins, tau: float = 0.1) -> str:
     """Two lines on :func:`smoothing_margins` at the initial centers (chapter 13).
 
+    The fraction of exactly smoothed points per family (and the lowest), and
+    the median margin of cauchy against the range of the other families.
+
+    Parameters
+    ----------
+    margins : pandas.DataFrame
+        From :func:`smoothing_margins`.
+    tau : float
+        The penalty the margins were measured against, for the text.
+
+    Returns
+    -------
+    str
+
     Examples
     --------
     >>> margins = pd.DataFrame({"family": ["normal", "cauchy"], "centers": "initial centers",
@@ -785,7 +847,17 @@ def margin_report(margins, tau: float = 0.1) -> str:
 def cauchy_stands_out(margins) -> bool:
     """Whether cauchy has both the fewest exactly smoothed points and the smallest margin.
 
-    Read at the initial centers of :func:`smoothing_margins` (chapter 13).
+    Read at the initial centers of :func:`smoothing_margins` (chapter 13): the
+    measured side of the paper's hypothesis on the Cauchy problem.
+
+    Parameters
+    ----------
+    margins : pandas.DataFrame
+        From :func:`smoothing_margins`.
+
+    Returns
+    -------
+    bool
 
     Examples
     --------
@@ -829,6 +901,20 @@ def family_emd(base: TrainConfig, tasks_per_family: int, seed: int,
     squared distances (:func:`~kmtrf_core.dissimilarity.distance_samples`) and
     compared by :func:`~kmtrf_core.dissimilarity.emd_matrix`, which is timed.
 
+    Parameters
+    ----------
+    base : TrainConfig
+        From :func:`base_config` (only ``n, d, k, scale`` are read).
+    tasks_per_family : int
+    seed : int
+        Seed of the tasks.
+    families : sequence of str
+        The families, in block order.
+
+    Returns
+    -------
+    EmdResult
+
     Examples
     --------
     >>> base = TrainConfig(d=2, k=3, n=10)
@@ -845,7 +931,7 @@ def family_emd(base: TrainConfig, tasks_per_family: int, seed: int,
 
 
 def emd_finding(blocks, tasks_per_family: int) -> Finding:
-    """Figure 9: are cauchy tasks far from the others, which are close to each other?
+    """Figure 9: are cauchy tasks far from the others, which are close to each other? (chapter 14)
 
     Parameters
     ----------
@@ -972,7 +1058,7 @@ def transfer_correlation(blocks, table, schemes=SCHEMES, families=FAMILIES) -> p
 
 
 def transfer_finding(correlation) -> Finding:
-    """Does the EMD line up with the transfer penalty? Verdict by significant positive rho.
+    """Does the EMD line up with the transfer penalty? Verdict by significant positive rho (chapter 14).
 
     A positive but insignificant correlation is not evidence of alignment: the
     verdict counts the embeddings with ``rho > 0`` and ``p < 0.05``.
