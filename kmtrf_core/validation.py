@@ -36,7 +36,15 @@ def _is_int(value) -> bool:
 
 
 def check_int(value, name: str, minimum: int | None = 1) -> int:
-    """An int (not a bool) that is at least ``minimum`` (no bound when ``None``)."""
+    """An int (not a bool) that is at least ``minimum`` (no bound when ``None``).
+
+    >>> check_int(0, "warmup", minimum=0), check_int(-5, "seed", minimum=None)
+    (0, -5)
+    >>> check_int(True, "steps")
+    Traceback (most recent call last):
+    ...
+    ValueError: steps must be an int >= 1, got True
+    """
     if not _is_int(value) or (minimum is not None and value < minimum):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise ValueError(f"{name} must be an int{bound}, got {value!r}")
@@ -44,7 +52,15 @@ def check_int(value, name: str, minimum: int | None = 1) -> int:
 
 
 def check_choice(value, name: str, choices) -> str:
-    """One of ``choices`` (case-insensitive for strings); returns it in lower case."""
+    """One of ``choices`` (case-insensitive for strings); returns it in lower case.
+
+    >>> check_choice("L2", "omega", ("ne", "l2"))
+    'l2'
+    >>> check_choice("l1", "omega", ("ne", "l2"))
+    Traceback (most recent call last):
+    ...
+    ValueError: omega must be one of ('ne', 'l2'), got 'l1'
+    """
     key = value.lower() if isinstance(value, str) else value
     if key not in tuple(choices):
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
@@ -52,7 +68,15 @@ def check_choice(value, name: str, choices) -> str:
 
 
 def check_number(value, name: str, *, allow_inf: bool = False, allow_zero: bool = False) -> float:
-    """A real number ``> 0`` (``>= 0`` with ``allow_zero``), finite unless ``allow_inf``."""
+    """A real number ``> 0`` (``>= 0`` with ``allow_zero``), finite unless ``allow_inf``.
+
+    >>> check_number(math.inf, "gamma", allow_inf=True), check_number(2, "lr")
+    (inf, 2.0)
+    >>> check_number(float("nan"), "gamma", allow_inf=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: gamma must be a positive number or math.inf, got nan
+    """
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not ok and isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex:
         value, ok = value.item(), True
@@ -81,7 +105,15 @@ def check_clusters(k, n, name: str = "k") -> int:
 
 
 def check_tensor(x, name: str, rank: int | None, last: int | None = None) -> torch.Tensor:
-    """A floating tensor of the given rank (any rank for ``None``) with finite entries."""
+    """A floating tensor of the given rank (any rank for ``None``) with finite entries.
+
+    >>> check_tensor(torch.zeros(2, 3), "X", 2, last=3).shape
+    torch.Size([2, 3])
+    >>> check_tensor(torch.tensor([1.0, float("inf")]), "z", None)
+    Traceback (most recent call last):
+    ...
+    ValueError: z has non-finite values (nan or inf)
+    """
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if rank is not None and x.dim() != rank:
@@ -100,6 +132,12 @@ def check_points_centers(X, C, k_le_n: bool = True) -> tuple[torch.Tensor, torch
 
     ``k_le_n=False`` allows more centers than points (loss evaluations of a
     few points); clustering itself needs ``k <= n``.
+
+    >>> X, C = check_points_centers(torch.rand(2, 5, 3), torch.rand(2, 4, 3))
+    >>> check_points_centers(torch.rand(2, 5, 3), torch.rand(2, 4, 2))
+    Traceback (most recent call last):
+    ...
+    ValueError: C must have the same d as X: X has d=3, C has d=2
     """
     check_tensor(X, "X", 3)
     check_tensor(C, "C", 3)

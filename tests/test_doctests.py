@@ -2,6 +2,7 @@
 
 import doctest
 import importlib
+import inspect
 import pkgutil
 
 import pytest
@@ -30,3 +31,15 @@ def test_public_functions_have_docstrings():
         obj = getattr(kmtrf_core, name)
         if callable(obj):
             assert obj.__doc__ and len(obj.__doc__.strip()) > 20, name
+
+
+def test_every_public_function_and_class_has_an_example():
+    missing = []
+    for name in MODULES:
+        module = importlib.import_module(name)
+        for public in getattr(module, "__all__", []):
+            obj = getattr(module, public)
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == name:
+                if ">>>" not in (obj.__doc__ or ""):
+                    missing.append(f"{name}.{public}")
+    assert not missing, f"public names without a doctest example: {missing}"

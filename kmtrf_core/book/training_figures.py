@@ -116,6 +116,14 @@ class Ablation:
         The :func:`six_curve_figure` of the sweep.
     clock : Stopwatch
         How long the sweep, the figure and the summary took.
+
+    Examples
+    --------
+    >>> base = TrainConfig(d=2, k=3, n=12, steps=2, batch=2, val_tasks=2, val_every=1)
+    >>> result = ablation("tau", [1.0], base, grid={"scheme": ["bn"], "omega": ["l2"]})
+    >>> result.line.startswith("1 configurations in"), list(result.table.index)
+    (True, [1.0])
+    >>> plt.close(result.figure)
     """
 
     field: str

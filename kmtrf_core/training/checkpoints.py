@@ -48,6 +48,12 @@ def atomic_save(obj, path) -> None:
     """Write ``obj`` with ``torch.save`` to a temporary file beside ``path``, then rename it into place.
 
     A reader never sees a half-written file: a crash leaves the old file (or none).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     atomic_save({"step": 3}, Path(folder) / "sub" / "state.pt")
+    ...     torch.load(Path(folder) / "sub" / "state.pt")["step"], sorted(p.name for p in Path(folder, "sub").iterdir())
+    (3, ['state.pt'])
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -198,7 +198,13 @@ class TrainConfig:
 
 
 def check_config(config) -> TrainConfig:
-    """A :class:`TrainConfig` (its fields were checked when it was made)."""
+    """A :class:`TrainConfig` (its fields were checked when it was made).
+
+    >>> check_config({"d": 2})
+    Traceback (most recent call last):
+    ...
+    ValueError: config must be a TrainConfig, got dict
+    """
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
     return config

@@ -80,7 +80,12 @@ def cache_dir(path=None) -> Path:
 
 
 def cache_key(config: TrainConfig) -> str:
-    """The name of a run in the cache: a hash of the config (without ``device``) and of the training code."""
+    """The name of a run in the cache: a hash of the config (without ``device``) and of the training code.
+
+    >>> a, b = TrainConfig(d=2, k=3, n=16), TrainConfig(d=2, k=3, n=16, device="cpu")
+    >>> cache_key(a) == cache_key(b), cache_key(a) == cache_key(TrainConfig(d=3, k=3, n=16)), len(cache_key(a))
+    (True, False, 24)
+    """
     digest = hashlib.sha256()
     wanted = {key: value for key, value in config.to_dict().items() if key != "device"}
     digest.update(json.dumps(wanted, sort_keys=True).encode())
