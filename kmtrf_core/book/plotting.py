@@ -222,7 +222,7 @@ def training_curves(ax_train, ax_val, history, by=("scheme", "omega"), window: i
     ax_train, ax_val : matplotlib.axes.Axes
         Where to draw the two panels.
     history : pandas.DataFrame
-        The table of :func:`kmtrf_core.train.train` or :func:`~kmtrf_core.train.sweep`.
+        The table of :func:`kmtrf_core.training.train` or :func:`~kmtrf_core.training.sweep`.
     by : tuple of str
         Columns that define a curve, labelled by :func:`run_label`.
     window : int
