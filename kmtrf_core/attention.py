@@ -126,8 +126,9 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, gamma: float, d_emb: int
     if math.isinf(gamma):
         return hardmax_weights(sqdist(q, k))
     scale = gamma / math.sqrt(q.shape[-1] if d_emb is None else d_emb)
-    logits = 2.0 * (q @ k.transpose(-1, -2)) - (k * k).sum(-1).unsqueeze(-2)  # (..., q, r)
-    return torch.softmax(scale * logits, dim=-1)
+    # the scale goes on the (q, m) and (r,) factors, not on the (q, r) logits: one pass less over the big array
+    logits = (2.0 * scale * q) @ k.transpose(-1, -2) - scale * (k * k).sum(-1).unsqueeze(-2)  # (..., q, r)
+    return torch.softmax(logits, dim=-1)
 
 
 def distance_attention(

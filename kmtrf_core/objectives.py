@@ -76,14 +76,19 @@ def sparsemax_threshold(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     >>> kappa, N = sparsemax_threshold(torch.tensor([0.5, 0.2, -3.0]))
     >>> round(kappa.item(), 6), N.item()
     (-0.15, 2)
+    >>> sparsemax_threshold(torch.tensor([1.7e7, 0.0]))[1].item()  # float32, beyond 2**24: still the top one
+    1
     """
-    z_sorted = z.sort(dim=-1, descending=True).values
+    # shifted by the maximum first: kappa(z - c) = kappa(z) - c, and the top entry is then exactly 0,
+    # so it is always in the support even where the cumulative sum of large scores loses precision
+    top = z.amax(dim=-1, keepdim=True)
+    z_sorted = (z - top).sort(dim=-1, descending=True).values
     cumsum = z_sorted.cumsum(dim=-1)
     ranks = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
     support = 1.0 + ranks * z_sorted > cumsum  # a prefix of True
-    N = support.sum(dim=-1)  # >= 1 always: the largest entry is in the support
+    N = support.sum(dim=-1).clamp_min(1)  # >= 1: the top entry, 0, is in the support (NaN input aside)
     kappa = (cumsum.gather(-1, (N - 1).unsqueeze(-1)).squeeze(-1) - 1.0) / N.to(z.dtype)
-    return kappa, N
+    return kappa + top.squeeze(-1), N
 
 
 class _Sparsemax(torch.autograd.Function):

@@ -105,6 +105,14 @@ class TrainConfig:
         Seed of the validation tasks.
     impl : {"sdpa", "direct"}
         Attention kernel (``"sdpa"``: fused, no ``n x n`` matrix kept).
+    until_flat : float or None
+        Stop once the validation curve has flattened to this relative
+        tolerance (:mod:`kmtrf_core.training.convergence`); ``steps`` is then
+        the most it trains. ``None``: exactly ``steps`` steps (the paper).
+    min_steps : int
+        No flatness stop before this step (a plateau is flat too).
+    snapshots : bool
+        Keep the weights at every validation step (``history.attrs["snapshots"]``).
 
     Raises
     ------
@@ -143,6 +151,10 @@ class TrainConfig:
     val_every: int = _option(100, "validation interval in steps")
     val_seed: int = _option(2_147_483_647, "seed of the validation tasks")
     impl: str = _option("sdpa", "attention kernel", choices=IMPLS)
+    until_flat: float | None = _option(
+        None, "stop once the validation curve is flat to this relative tolerance (steps: the maximum)", kind=float)
+    min_steps: int = _option(0, "no flatness stop before this step")
+    snapshots: bool = _option(False, "keep the weights at every validation step")
 
     def __post_init__(self) -> None:
         def field_name(name):
@@ -166,6 +178,9 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.seeds must be distinct non-negative ints, got {self.seeds!r}")
         self.seeds = seeds
         check_int(self.val_seed, field_name("val_seed"), minimum=0)
+        check_int(self.min_steps, field_name("min_steps"), minimum=0)
+        if self.until_flat is not None:
+            check_number(self.until_flat, field_name("until_flat"))
         self.impl = check_choice(self.impl, field_name("impl"), IMPLS)
         if self.device is not None:
             resolve_device(self.device, field_name("device"))

@@ -10,7 +10,11 @@ floating-point rounding, at a fraction of the cost.
 The history is a tidy table, one row per (step, seed): the training loss, and
 at validation steps the relative validation loss of Eq. 20 (the mean over
 fixed held-out tasks of ``L(X, F(X, C)) / L(X, Lloyd(X, C))``), plus the wall
-time. A non-finite loss stops the run with :class:`TrainingDiverged`.
+time. A non-finite loss stops the run with :class:`TrainingDiverged`. With
+``config.until_flat`` the run stops at the first validation step (from
+``config.min_steps`` on) where its validation curve has flattened
+(:mod:`kmtrf_core.training.convergence`); ``config.steps`` is then the most it
+trains.
 
 Checkpoints hold the weights, the config, the history, the optimizer state and
 the task generators' states, written atomically; resuming reproduces the
@@ -41,6 +45,7 @@ from ..tasks import sample_tasks
 from ..validation import check_int
 from .checkpoints import atomic_save, load_checkpoint, load_weights, weights_of
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config
+from .convergence import is_flat
 
 __all__ = ["train", "validation_tasks"]
 
@@ -118,6 +123,9 @@ def train(
         splits it).
     history : pandas.DataFrame
         Columns ``step, seed, train_loss, val_relative_loss, wall_time``.
+        With ``config.snapshots``, ``history.attrs["snapshots"]`` is the list
+        of ``(step, weights)`` at every validation step (weights as from
+        :func:`~kmtrf_core.training.checkpoints.weights_of`).
 
     Examples
     --------
@@ -148,6 +156,8 @@ def train(
         lloyd_val = kmeans_objective(X_val, lloyd(X_val, C_val))  # the fixed denominators of Eq. 20
 
     rows: list[tuple] = []
+    snapshots: list[tuple] = []
+    curve: dict = {}  # validation step -> median over seeds, for the flatness rule
     start_step, elapsed = 0, 0.0
     if resume is not None:
         state = load_checkpoint(resume, config)
@@ -161,6 +171,11 @@ def train(
             for st, sd, tl, vl, wt in state["history"]
         ]
         start_step, elapsed = state["step"], state["wall_time"]
+        snapshots = list(state.get("snapshots", []))
+        for st, _, _, vl, _ in rows:
+            if not math.isnan(vl):
+                curve.setdefault(st, []).append(vl)
+        curve = {st: _median(vals) for st, vals in curve.items()}
 
     def save(step: int) -> None:
         atomic_save(
@@ -171,6 +186,7 @@ def train(
                 "optimizer": optimizer.state_dict(),
                 "task_generators": [g.get_state() for g in task_gens],
                 "history": rows,
+                "snapshots": snapshots,
                 "wall_time": elapsed,
             },
             checkpoint,
@@ -180,32 +196,41 @@ def train(
         model.eval()
         rel = relative_loss(model, X_val, C_val, chunk=config.batch, reference=lloyd_val)
         model.train()
-        return rel.reshape(S, -1).mean(dim=1).tolist()
+        per_seed = rel.reshape(S, -1).mean(dim=1)
+        curve[step] = _median(per_seed.tolist())
+        if config.snapshots:
+            snapshots.append((step, weights_of(model)))
+        return per_seed.tolist()
+
+    def flat() -> bool:
+        if config.until_flat is None:
+            return False
+        steps = sorted(curve)
+        return is_flat(steps, [curve[st] for st in steps], config.until_flat, config.min_steps)
 
     t0 = time.perf_counter() - elapsed
     if start_step == 0:
         val = validate(0)
         rows += [(0, seed, math.nan, val[i], 0.0) for i, seed in enumerate(seeds)]
 
-    bar = tqdm(range(start_step + 1, config.steps + 1), disable=not progress, desc="training", unit="step")
-    for step in bar:
+    last_step = start_step
+    stopped = start_step > 0 and start_step in curve and flat()  # a resumed run that had already stopped
+    bar = tqdm(range(start_step + 1, config.steps + 1), disable=not progress or stopped, desc="training",
+               unit="step")
+    for step in [] if stopped else bar:
         batches = [_sample(config, g, config.batch, device) for g in task_gens]
         X = torch.stack([b[0] for b in batches]) if S > 1 else batches[0][0]  # ((S,) B, n, d)
         C = torch.stack([b[1] for b in batches]) if S > 1 else batches[0][1]
         centers = model(X, C)
+        # caught before the loss: sparsemax and softmin fed non-finite centers fail without naming the cause
+        _check_finite(centers.detach().reshape(S, -1).isfinite().all(dim=1), "centers", step, seeds, rows)
         losses = smoothed_kmeans_loss(X.flatten(0, -3), centers.flatten(0, -3), config.omega, config.tau)
         per_seed = losses.view(S, config.batch).mean(dim=1)  # (S,)
         optimizer.zero_grad(set_to_none=True)
         per_seed.sum().backward()  # seeds do not interact: each slice gets its own gradient
         values = per_seed.detach().cpu()
-        bad = ~torch.isfinite(values)
-        if bool(bad.any()):
-            seed = seeds[int(bad.nonzero()[0])]
-            raise TrainingDiverged(
-                f"non-finite training loss at step {step} for seed {seed} "
-                f"(losses {values.tolist()}); try gradient clipping (TrainConfig.clip) or a smaller lr",
-                step=step, seed=seed, history=pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)),
-            )
+        _check_finite(values.isfinite(), "training loss", step, seeds, rows)
+        _check_finite(_finite_gradients(params, S), "gradient", step, seeds, rows)
         if config.clip is not None:
             _clip_per_member(params, config.clip, S > 1)
         optimizer.step()
@@ -215,13 +240,47 @@ def train(
         rows += [(step, seed, values[i].item(), val[i], elapsed) for i, seed in enumerate(seeds)]
         if progress:
             bar.set_postfix(loss=f"{values.mean().item():.4g}")
+        last_step = step
         if checkpoint is not None and checkpoint_every is not None and step % checkpoint_every == 0:
             save(step)
+        if validating and flat():
+            break
+    bar.close()
     if checkpoint is not None:
-        save(config.steps)
+        save(last_step)
     model.eval()
     history = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    if config.snapshots:
+        history.attrs["snapshots"] = snapshots
     return model, history
+
+
+def _check_finite(ok, what: str, step: int, seeds, rows) -> None:
+    """Raise :class:`TrainingDiverged` for the first seed whose ``what`` is not finite at ``step``."""
+    ok = ok.cpu()
+    if bool(ok.all()):
+        return
+    index = int((~ok).nonzero()[0])
+    seed = seeds[index]
+    losses = [row[2] for row in rows if row[1] == seed and math.isfinite(row[2])]
+    last = f"{losses[-1]:.4g}" if losses else "none yet"
+    raise TrainingDiverged(
+        f"training diverged at step {step} for seed {seed}: non-finite {what} (last finite training loss: "
+        f"{last}); lower the learning rate (TrainConfig.lr, --lr) or clip the gradients (TrainConfig.clip, --clip)",
+        step=step, seed=seed, history=pd.DataFrame(rows, columns=list(HISTORY_COLUMNS)),
+    )
+
+
+def _finite_gradients(params, S: int) -> torch.Tensor:
+    """Per seed, whether every gradient entry is finite: ``(S,)`` bool."""
+    if S == 1:
+        return torch.stack([p.grad.isfinite().all() for p in params]).all().reshape(1)
+    return torch.stack([p.grad.reshape(S, -1).isfinite().all(dim=1) for p in params]).all(dim=0)
+
+
+def _median(values) -> float:
+    # the median of convergence.validation_curve (the mean of the middle two for an even count)
+    return float(torch.tensor(values, dtype=torch.float64).quantile(0.5))
 
 
 def _clip_per_member(params, max_norm: float, ensemble: bool) -> None:
