@@ -4,10 +4,23 @@ A checkpoint holds the config (as a dict), the step, the weights ``Q, K, V``,
 Adam's state, the task generators' states, the history rows and the wall
 time; :func:`~kmtrf_core.training.train` writes one and resumes from one, and the run
 cache (:mod:`kmtrf_core.training.runs`) stores its entries the same way.
+
+The file format is ours, so that a file can neither lie nor run code:
+
+* a first line ``kmtrf-checkpoint 1 <sha256 of the payload>``, then the
+  payload, which is ``torch.save`` of plain data (dicts, lists, numbers,
+  strings, tensors);
+* :func:`load_file` checks the checksum before anything is unpickled, and
+  unpickles with ``torch.load(..., weights_only=True)``, which builds only
+  tensors and plain containers and never calls what a pickle names;
+* a truncated, damaged or foreign file raises :class:`CorruptFileError`
+  (a ``ValueError``) naming the file and what to do.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -17,20 +30,35 @@ import torch
 from ..model import ClusterTransformer
 from .config import TrainConfig
 
-__all__ = ["atomic_save", "load_checkpoint", "load_weights", "weights_of"]
+__all__ = ["CorruptFileError", "atomic_save", "load_checkpoint", "load_file", "load_weights", "weights_of"]
 
 WEIGHTS = ("Q", "K", "V")
+MAGIC = b"kmtrf-checkpoint 1 "
+
+
+class CorruptFileError(ValueError):
+    """A checkpoint or cache file that is truncated, damaged, foreign, or would need code to load.
+
+    >>> err = CorruptFileError("runs/x.pt", "truncated")
+    >>> isinstance(err, ValueError), err.path
+    (True, 'runs/x.pt')
+    """
+
+    def __init__(self, path, problem: str):
+        super().__init__(f"{path}: {problem}; delete the file and run again (a cached run is then retrained)")
+        self.path = str(path)
 
 
 def weights_of(model: ClusterTransformer) -> dict:
-    """The projections ``{"Q", "K", "V"}`` of a layer (or ensemble), detached, on the CPU.
+    """A copy of the projections ``{"Q", "K", "V"}`` of a layer (or ensemble), detached, on the CPU.
 
     >>> model = ClusterTransformer(2, 3)
     >>> {name: tuple(w.shape) for name, w in weights_of(model).items()}
     {'Q': (4, 4, 4), 'K': (4, 4, 4), 'V': (4, 4, 4)}
     """
     state = model.state_dict()
-    return {name: state[name].detach().cpu() for name in WEIGHTS}
+    # a copy: on the CPU .cpu() is the live parameter, which later steps would change
+    return {name: state[name].detach().cpu().clone() for name in WEIGHTS}
 
 
 def load_weights(model: ClusterTransformer, weights: dict) -> ClusterTransformer:
@@ -44,27 +72,93 @@ def load_weights(model: ClusterTransformer, weights: dict) -> ClusterTransformer
     return model
 
 
-def atomic_save(obj, path) -> None:
-    """Write ``obj`` with ``torch.save`` to a temporary file beside ``path``, then rename it into place.
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
-    A reader never sees a half-written file: a crash leaves the old file (or none).
+
+def atomic_save(obj, path) -> None:
+    """Write plain data ``obj`` with its checksum to a temporary file beside ``path``, then rename it into place.
+
+    A reader never sees a half-written file: a crash leaves the old file (or
+    none). The file gets the mode a new file gets (the umask), not the
+    temporary file's 0600. :func:`load_file` reads it back.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     atomic_save({"step": 3}, Path(folder) / "sub" / "state.pt")
-    ...     torch.load(Path(folder) / "sub" / "state.pt")["step"], sorted(p.name for p in Path(folder, "sub").iterdir())
+    ...     load_file(Path(folder) / "sub" / "state.pt")["step"], sorted(p.name for p in Path(folder, "sub").iterdir())
     (3, ['state.pt'])
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    payload = buffer.getvalue()
+    header = MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
     try:
-        torch.save(obj, tmp)
+        with os.fdopen(fd, "wb") as file:
+            file.write(header + payload)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def load_file(path, map_location="cpu"):
+    """Read a file written by :func:`atomic_save`: checksum first, then tensors and plain data only.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    map_location : torch.device or str
+        Where the tensors go.
+
+    Returns
+    -------
+    object
+        What was saved.
+
+    Raises
+    ------
+    FileNotFoundError
+        When there is no such file.
+    CorruptFileError
+        When the file is not one of ours, is truncated or damaged (the
+        checksum differs), or its payload names anything but tensors and
+        plain containers (``weights_only=True`` refuses it; nothing runs).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = Path(folder) / "state.pt"
+    ...     atomic_save({"w": torch.ones(2)}, path)
+    ...     data = path.read_bytes()
+    ...     _ = path.write_bytes(data[:-5])
+    ...     try:
+    ...         load_file(path)
+    ...     except CorruptFileError as err:
+    ...         print(str(err).split(": ", 1)[1])
+    fails its SHA-256 checksum (truncated or damaged); delete the file and run again (a cached run is then retrained)
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    line, newline, payload = data.partition(b"\n")
+    if not line.startswith(MAGIC) or not newline:
+        raise CorruptFileError(path, "is not a kmtrf_core checkpoint (no header line; written by another "
+                                     "program or an older kmtrf_core)")
+    if hashlib.sha256(payload).hexdigest().encode() != line[len(MAGIC):]:
+        raise CorruptFileError(path, "fails its SHA-256 checksum (truncated or damaged)")
+    try:
+        return torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)
+    except Exception as err:  # weights_only refuses anything that would run code
+        raise CorruptFileError(path, f"holds more than tensors and plain data, refused unread ({type(err).__name__})") from None
 
 
 def load_checkpoint(path, config: TrainConfig | None = None) -> dict:
@@ -86,6 +180,10 @@ def load_checkpoint(path, config: TrainConfig | None = None) -> dict:
 
     Raises
     ------
+    FileNotFoundError
+        When there is no such file.
+    CorruptFileError
+        When the file is truncated, damaged or not a checkpoint (:func:`load_file`).
     ValueError
         When a field other than ``steps`` or ``device`` differs, naming the
         fields, or when the checkpoint is beyond ``config.steps``.
@@ -106,7 +204,7 @@ def load_checkpoint(path, config: TrainConfig | None = None) -> dict:
     >>> state["step"], sorted(state["weights"])
     (2, ['K', 'Q', 'V'])
     """
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = load_file(path)
     if config is not None:
         saved, wanted = state["config"], config.to_dict()
         differ = [key for key in wanted if key not in TrainConfig.RESUMABLE and saved.get(key) != wanted[key]]

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from .checkpoints import load_checkpoint
 from .config import TrainConfig
 from .loop import train
 
@@ -77,12 +78,28 @@ def parse_args(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
     return config, args
 
 
+def _check_out(parser: argparse.ArgumentParser, out: Path) -> None:
+    """End with one line (status 2) unless ``out`` is a folder we can write, checked before any training."""
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out {out} is a file, not a folder; name a folder for checkpoint.pt and history.csv")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".kmtrf-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        parser.error(f"--out {out} cannot be written ({err.strerror}); choose another folder")
+
+
 def main(argv=None) -> int:
     """Command-line entry point: train, write ``OUT/checkpoint.pt`` and ``OUT/history.csv``.
 
     ``python -m kmtrf_core.training --help`` lists the options: one per
     :class:`TrainConfig` field (``--val-tasks`` for ``val_tasks``, ...), and
-    ``--out``, ``--checkpoint-every``, ``--resume``.
+    ``--out``, ``--checkpoint-every``, ``--resume``. A folder ``--out`` that
+    cannot be written, or a ``--resume`` without a readable checkpoint there
+    (missing, truncated, damaged, or for another config), ends the program
+    before training with status 2 and one line saying what to do.
 
     Parameters
     ----------
@@ -104,10 +121,21 @@ def main(argv=None) -> int:
     >>> status, files, log.getvalue().startswith("wrote")
     (0, ['checkpoint.pt', 'history.csv'], True)
     """
+    parser = build_parser()
     config, args = parse_args(argv)
+    if args.checkpoint_every < 1:
+        parser.error(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out(parser, out)
     ckpt = out / "checkpoint.pt"
+    if args.resume:
+        if not ckpt.is_file():
+            parser.error(f"--resume: no checkpoint at {ckpt}; run without --resume to start, or point --out "
+                         "at the folder of the run")
+        try:
+            load_checkpoint(ckpt, config)
+        except ValueError as err:  # CorruptFileError or a config that differs: one line, no traceback
+            parser.error(f"--resume: {err}")
     model, history = train(
         config, checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
         resume=ckpt if args.resume else None, progress=True,

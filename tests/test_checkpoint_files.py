@@ -1,0 +1,131 @@
+"""Checkpoint and cache files: checksums, no code on load, file modes, one-line CLI errors."""
+
+import os
+import pickle
+import stat
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from kmtrf_core.training import TrainConfig, load_checkpoint, train, train_cached
+from kmtrf_core.training.checkpoints import CorruptFileError, atomic_save, load_file
+from kmtrf_core.training.runs import cached_path
+
+TINY = TrainConfig(d=2, k=3, n=16, steps=4, batch=2, val_tasks=2, val_every=2, impl="direct")
+
+
+def _flip(path, offset_from_end=40):
+    data = bytearray(path.read_bytes())
+    data[-offset_from_end] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_round_trip_and_checksum(tmp_path):
+    path = tmp_path / "state.pt"
+    atomic_save({"w": torch.arange(5.0), "rows": [(1, 0.5)], "name": "x", "none": None}, path)
+    state = load_file(path)
+    assert torch.equal(state["w"], torch.arange(5.0)) and state["rows"] == [(1, 0.5)]
+    assert path.read_bytes().startswith(b"kmtrf-checkpoint 1 ")
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "empty"])
+def test_a_damaged_checkpoint_is_refused_with_its_path(tmp_path, damage):
+    ckpt = tmp_path / "checkpoint.pt"
+    train(TINY, checkpoint=ckpt)
+    if damage == "flip":
+        _flip(ckpt)
+    elif damage == "truncate":
+        ckpt.write_bytes(ckpt.read_bytes()[:-100])
+    elif damage == "garbage":
+        ckpt.write_bytes(b"not a checkpoint at all\n" * 10)
+    else:
+        ckpt.write_bytes(b"")
+    with pytest.raises(CorruptFileError, match="delete the file") as info:
+        load_checkpoint(ckpt, TINY)
+    assert str(ckpt) in str(info.value)
+    with pytest.raises(CorruptFileError):
+        train(TINY, checkpoint=ckpt, resume=ckpt)
+
+
+def test_a_flipped_bit_in_a_cache_entry_is_refused(tmp_path):
+    train_cached(TINY, directory=tmp_path)
+    path = cached_path(TINY, tmp_path)
+    _flip(path, 100)
+    with pytest.raises(CorruptFileError, match=str(path.name)):
+        train_cached(TINY, directory=tmp_path)
+
+
+class _Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_crafted_pickle_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "checkpoint.pt"
+    # a file with a valid header and checksum whose payload would create `marker` if unpickled freely
+    atomic_save({"step": 1}, path)
+    torch.save({"config": _Exploit(str(marker))}, tmp_path / "payload.pt", pickle_protocol=2)
+    payload = (tmp_path / "payload.pt").read_bytes()
+    import hashlib
+
+    path.write_bytes(b"kmtrf-checkpoint 1 " + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    with pytest.raises(CorruptFileError, match="refused unread"):
+        load_file(path)
+    assert not marker.exists()
+    # and a plain pickle (the format torch.load would have run) is not ours at all
+    with open(tmp_path / "plain.pt", "wb") as file:
+        pickle.dump(_Exploit(str(marker)), file)
+    with pytest.raises(CorruptFileError):
+        load_file(tmp_path / "plain.pt")
+    assert not marker.exists()
+
+
+def test_files_get_the_umask_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        atomic_save({"a": 1}, tmp_path / "f.pt")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "f.pt").stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["f.pt"]
+
+
+def _cli(*args, cwd):
+    command = [sys.executable, "-m", "kmtrf_core.training", "--d", "2", "--k", "3", "--n", "16", "--steps", "2",
+               "--batch", "2", "--val-tasks", "2", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_answers_file_problems_in_one_line(tmp_path):
+    out = tmp_path / "run"
+    done = _cli("--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr
+    ckpt = out / "checkpoint.pt"
+    ckpt.write_bytes(ckpt.read_bytes()[:50])
+    cases = [
+        (("--out", str(out), "--resume", "--steps", "4"), "fails its SHA-256 checksum"),
+        (("--out", str(tmp_path / "fresh"), "--resume"), "no checkpoint at"),
+        (("--out", str(ckpt)), "is a file, not a folder"),
+        (("--out", str(out), "--checkpoint-every", "0"), "--checkpoint-every must be >= 1"),
+    ]
+    for args, message in cases:
+        done = _cli(*args, cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "Traceback" not in done.stderr and message in done.stderr, (args, done.stderr)
+        assert done.stderr.strip().splitlines()[-1].startswith("python -m kmtrf_core.training: error:")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_cli_refuses_an_unwritable_out_before_training(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    done = _cli("--out", str(locked / "run"), cwd=tmp_path)
+    assert done.returncode == 2 and "cannot be written" in done.stderr
