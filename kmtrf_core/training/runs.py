@@ -31,13 +31,14 @@ from ..evaluate import evaluate_models
 from ..model import ClusterTransformer
 from ..tasks import FAMILIES, family_tasks
 from ..validation import check_choice
-from .checkpoints import atomic_save, load_weights, weights_of
+from .checkpoints import atomic_save, load_file, load_weights, weights_of
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config
 from .loop import train
 
 __all__ = [
     "cache_dir",
     "cache_key",
+    "cached_path",
     "convergence_summary",
     "family_generalization",
     "sweep",
@@ -91,6 +92,15 @@ def cache_key(config: TrainConfig) -> str:
     digest.update(json.dumps(wanted, sort_keys=True).encode())
     digest.update(training_code_fingerprint().encode())
     return digest.hexdigest()[:24]
+
+
+def cached_path(config: TrainConfig, directory=None) -> Path:
+    """The file of ``config``'s entry in the run cache (it may not exist yet).
+
+    >>> cached_path(TrainConfig(d=2, k=3, n=16), "cache").name.startswith("run-")
+    True
+    """
+    return cache_dir(directory) / f"run-{cache_key(config)}.pt"
 
 
 def _module_path(name: str) -> Path | None:
@@ -169,8 +179,14 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
 
     The key is the config (without ``device``) and the code of every module
     that training runs through (:func:`training_code_fingerprint`), so
-    editing the model, the tasks, the loss or the loop retrains. Several chapters share the models of Section 4 this way
-    without training them twice in one book build.
+    editing the model, the tasks, the loss or the loop retrains. Several
+    chapters share the book's layers this way without training them twice.
+    A run that diverges is remembered too: loading it raises the same
+    :class:`~kmtrf_core.training.TrainingDiverged`, with its history.
+    Entries are written atomically with a checksum
+    (:func:`~kmtrf_core.training.checkpoints.atomic_save`), so parallel
+    writers (:func:`~kmtrf_core.training.executor.train_many`) never leave a
+    half-written one.
 
     Parameters
     ----------
@@ -179,11 +195,20 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
         The cache folder (default :func:`cache_dir`).
     refresh : bool
         Train again and overwrite the cached run.
+    progress : bool
+        A progress bar over the steps, when it trains.
 
     Returns
     -------
     (model, history) as from :func:`~kmtrf_core.training.train`; the model is in eval mode on
     the config's device (or the default device).
+
+    Raises
+    ------
+    TrainingDiverged
+        For a run that diverged (now or when it was cached).
+    CorruptFileError
+        For a cache entry that is truncated or damaged, naming the file.
 
     Examples
     --------
@@ -196,25 +221,41 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
     True
     """
     check_config(config)
-    path = cache_dir(directory) / f"run-{cache_key(config)}.pt"
+    path = cached_path(config, directory)
     device = resolve_device(config.device)
     if path.exists() and not refresh:
-        state = torch.load(path, map_location=device, weights_only=False)
+        state = load_file(path, map_location=device)
+        history = pd.DataFrame(state["history"], columns=list(HISTORY_COLUMNS))
+        if state.get("diverged"):
+            step, seed, message = state["diverged"]
+            raise TrainingDiverged(message, step=step, seed=seed, history=history)
         S = len(config.seeds)
         model = ClusterTransformer(config.d, config.k, config.scheme, config.gamma, impl=config.impl, device=device,
                                    ensemble=S if S > 1 else None)
         load_weights(model, state["weights"])
-        return model.eval(), pd.DataFrame(state["history"], columns=list(HISTORY_COLUMNS))
-    model, history = train(config, progress=progress)
+        if config.snapshots:
+            history.attrs["snapshots"] = state["snapshots"]
+        return model.eval(), history
+    try:
+        model, history = train(config, progress=progress)
+    except TrainingDiverged as err:
+        atomic_save({"config": config.to_dict(), "diverged": (err.step, err.seed, str(err)),
+                     "history": _rows(err.history)}, path)
+        raise
     atomic_save(
-        {"config": config.to_dict(), "weights": weights_of(model),
-         "history": list(history.itertuples(index=False, name=None))},
+        {"config": config.to_dict(), "weights": weights_of(model), "history": _rows(history),
+         "snapshots": history.attrs.get("snapshots", [])},
         path,
     )
     return model, history
 
 
-def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress: bool = False, cache: bool = False):
+def _rows(history) -> list:
+    return [] if history is None else list(history.itertuples(index=False, name=None))
+
+
+def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress: bool = False, cache: bool = False,
+          parallel=None):
     """Train every combination of ``grid`` values on top of ``base``; one tidy history for all.
 
     Parameters
@@ -227,6 +268,11 @@ def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress:
         (column ``diverged``) instead of stopping the sweep.
     cache : bool
         Train through :func:`train_cached` (runs already on disk are loaded).
+    parallel : None, True, str or distributed.Client
+        Train the runs the cache lacks as parallel Dask tasks first
+        (:func:`~kmtrf_core.training.executor.train_many`): ``True`` on a
+        local cluster, a string on the scheduler at that address, or on the
+        given client. Implies ``cache=True``; the results equal the serial ones.
 
     Returns
     -------
@@ -252,8 +298,16 @@ def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress:
     names = list(grid)
     models, frames = {}, []
     combos = list(itertools.product(*(grid[name] for name in names)))
-    for values in tqdm(combos, disable=not progress, desc="sweep"):
-        config = dataclasses.replace(base, **dict(zip(names, values)))
+    configs = [dataclasses.replace(base, **dict(zip(names, values))) for values in combos]
+    if parallel is not None and parallel is not False:
+        cache = True
+        # the executor imports dask lazily; runs.py is imported by every chapter
+        from .executor import train_many
+
+        options = {"scheduler": parallel} if isinstance(parallel, str) else (
+            {} if parallel is True else {"client": parallel})
+        train_many(configs, progress=progress, **options)
+    for values, config in tqdm(list(zip(combos, configs)), disable=not progress, desc="sweep"):
         try:
             model, hist = train_cached(config) if cache else train(config)
             hist = hist.assign(diverged=False)
@@ -261,6 +315,7 @@ def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress:
             if on_diverge == "raise":
                 raise
             model, hist = None, err.history.assign(diverged=True)
+        hist.attrs = {}  # weight snapshots stay with the run (train_cached); concat cannot compare tensors
         for name in dict.fromkeys((*SWEEP_COLUMNS, *names)):
             value = getattr(config, name)
             hist[name] = [value if not isinstance(value, tuple) else "+".join(map(str, value))] * len(hist)
