@@ -12,6 +12,12 @@ BIN    := $(CURDIR)/$(VENV)/bin
 # `make book KMTRF_PROFILE=quick` overrides it.
 KMTRF_PROFILE ?= book
 export KMTRF_PROFILE
+# The run cache of trained layers (kmtrf_core.training.runs), kept with the build:
+# `make clean` empties it. A shared folder for a Dask cluster: `make models KMTRF_CACHE=/shared/runs`.
+KMTRF_CACHE ?= $(CURDIR)/_build/runs
+export KMTRF_CACHE
+# `make models KMTRF_SCHEDULER=tcp://host:8786` trains the catalog on an existing Dask cluster.
+WORKERS ?=
 # Headless matplotlib for plain Python (unit tests). Notebook kernels get the inline
 # backend instead: a kernel inherits MPLBACKEND, and under Agg plt.show() draws nothing
 # into the executed notebook, so the HTML book would lose its figures.
@@ -39,7 +45,7 @@ SCREENSHOTS  ?= $(if $(filter $(QUICK_SRC),$(BROWSER_BOOK)),$(QUICK)/screenshots
 CHROMIUM     := /usr/bin/chromium
 CHROMEDRIVER := /usr/bin/chromedriver
 
-.PHONY: venv mathjax chromium book test browser-test clean
+.PHONY: venv mathjax chromium models book test browser-test clean
 
 venv: $(STAMP)
 
@@ -72,9 +78,15 @@ chromium:
 	    chromium chromium-driver fonts-liberation; \
 	fi
 
+# Every training run of the book's catalog (kmtrf_core.book.catalog) that the run cache lacks,
+# in parallel: a Dask LocalCluster with one single-threaded worker per core, or the cluster at
+# $$KMTRF_SCHEDULER. Chapters then only load their layers.
+models: $(STAMP)
+	$(BIN)/python -m kmtrf_core.book.catalog --profile $(KMTRF_PROFILE) $(if $(WORKERS),--workers $(WORKERS))
+
 # The execution cache keys on notebook code cells only; a change to kmtrf_core,
 # to _config.yml or to the profile must re-execute every chapter, so drop the cache then.
-book: $(STAMP) $(MATHJAX)
+book: $(STAMP) $(MATHJAX) models
 	mkdir -p $(BUILD)
 	new=$$( { find kmtrf_core -name '*.py' -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum; \
 	          sha256sum _config.yml; echo "KMTRF_PROFILE=$(KMTRF_PROFILE)"; } | sha256sum | cut -d' ' -f1 ); \
@@ -101,6 +113,7 @@ book: $(STAMP) $(MATHJAX)
 #  5. the browser tests (tests_browser/) open every page in headless Chromium without
 #     network: console errors, typeset math, images, Colab links, navigation; screenshots
 #     go to $(SCREENSHOTS).
+test: export KMTRF_CACHE := $(CURDIR)/$(QUICK)/runs
 test: $(STAMP) $(MATHJAX) chromium
 	KMTRF_PROFILE=quick $(BIN)/python -m pytest tests
 	rm -rf $(QUICK)

@@ -34,7 +34,6 @@ from kmtrf_core.book.section4 import (
     scheme_layers,
     shift_finding,
     smoothing_margins,
-    trained_layers,
     training_caption,
     transfer_correlation,
     transfer_finding,
@@ -72,31 +71,10 @@ def test_base_config_defaults_to_the_profile_in_force(monkeypatch):
     assert base_config() == base_config("quick")
 
 
-def test_trained_layers_is_the_cached_sweep(tmp_path, monkeypatch):
-    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
-    models, history = trained_layers(TINY, families=("normal", "cauchy"), schemes=("oh", "bn"),
-                                     omegas=OMEGAS)
-    assert list(models) == [(f, s, o) for f in ("normal", "cauchy") for s in ("oh", "bn")
-                            for o in OMEGAS]
-    assert len(list(tmp_path.glob("run-*.pt"))) == 8
-    # the same configs through sweep(cache=True) load the very same runs
-    again, again_history = sweep(TINY, {"family": ["normal", "cauchy"], "scheme": ["oh", "bn"],
-                                        "omega": list(OMEGAS)}, cache=True)
-    for key in models:
-        assert torch.equal(models[key].Q, again[key].Q)
-    pd.testing.assert_frame_equal(history, again_history)
-    assert len(list(tmp_path.glob("run-*.pt"))) == 8
-
-
-def test_trained_layers_keys_follow_the_fields_given(tmp_path, monkeypatch):
-    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
-    models, history = trained_layers(TINY, schemes=("bn",))
-    assert list(models) == [("bn",)]
-    assert set(history.scheme) == {"bn"} and set(history.omega) == {TINY.omega}
-    layers = scheme_layers(TINY, schemes=("bn", "oh"))
-    assert list(layers) == ["bn", "oh"]
-    assert torch.equal(layers["bn"].Q, models[("bn",)].Q)
-    assert layers["oh"].scheme == "oh"
+def test_scheme_layers_picks_the_l2_layers():
+    models = {(s, o): f"{s}-{o}" for s in SCHEMES for o in OMEGAS}
+    assert scheme_layers(models) == {"oh": "oh-l2", "bn": "bn-l2", "na": "na-l2"}
+    assert list(scheme_layers(models, schemes=("bn", "oh"), omega="ne")) == ["bn", "oh"]
 
 
 def test_schemes_and_omegas():
@@ -107,7 +85,7 @@ def test_training_caption_and_labels():
     sizes = get_profile("book").chapter("section4")
     text = training_caption(sizes)
     for piece in (f"n={sizes.n}", f"d={sizes.d}", f"k={sizes.k}", f"tau={sizes.tau}",
-                  f"{sizes.steps} training steps", f"seeds {sizes.seeds}"):
+                  f"from step {sizes.min_steps}, at most {sizes.steps}", f"seeds {sizes.seeds}"):
         assert piece in text
     assert [l2_label(s) for s in SCHEMES] == ["OH:L2", "BN:L2", "NA:L2"]
     assert l2_label(("lognormal", "na")) == "NA:L2"

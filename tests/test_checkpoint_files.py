@@ -129,3 +129,11 @@ def test_cli_refuses_an_unwritable_out_before_training(tmp_path):
     locked.chmod(0o500)
     done = _cli("--out", str(locked / "run"), cwd=tmp_path)
     assert done.returncode == 2 and "cannot be written" in done.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cli_names_an_unavailable_device_and_a_seed_too_large(tmp_path):
+    for args, message in ((("--device", "cuda"), "no CUDA device"),
+                          (("--val-seed", str(2**70)), "--val-seed must be at most")):
+        done = _cli("--out", str(tmp_path / "run"), *args, cwd=tmp_path)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr

@@ -28,10 +28,11 @@ uses myst-nb's `glue`), so the page shows what the build that produced it comput
 *reproduced* when every check of it holds at that profile, *partly* when some do, and *not
 reproduced* when none does.
 
-Claims about learned layers are the ones most sensitive to scale: at the `book` profile the layers
-train for a few hundred steps on a CPU, where the paper trains for 10000 steps on a GPU. Read their
-verdicts with that in mind; each chapter shows the numbers behind its verdicts, and the `paper`
-profile reruns it at the paper's sizes.
+Claims about learned layers are the ones most sensitive to scale. At the `book` profile every
+layer a verdict rests on trains until its validation curve has flattened (never stopping before
+step 2500, past the plateau of chapter 9), on fewer points, dimensions and seeds than the paper
+and on a CPU; the paper trains 10000 steps on a GPU. Each chapter prints, per run, how long it
+trained and whether it flattened; the `paper` profile reruns it at the paper's sizes.
 
 | Claim | Paper | Chapter | Measured | Profile | Verdict |
 |---|---|---|---|---|---|

@@ -3,10 +3,10 @@
 Section 4 of the paper (and Figures 4 and 5 of Section 3) runs layers trained at one
 setting, which the profile's ``section4`` sizes fix. The chapters on multi-step
 clustering (10), generalization (11), the Cauchy problem (13) and task
-dissimilarities (14) all start from the same base config (:func:`base_config`) and
-train their layers through the run cache (:func:`trained_layers`,
-:func:`scheme_layers`): the same config is the same cache key, so the chapters share
-runs and show the same numbers for the same layer.
+dissimilarities (14) all get their layers from the same groups of the catalog
+(:mod:`kmtrf_core.book.catalog`: ``section4_schemes``, ``section4_families``), whose
+base config :func:`base_config` returns: the same config is the same cache key, so
+the chapters share runs and show the same numbers for the same layer.
 
 The rest turns the chapters' measured tables into the statements they print and the
 values they record in the claims ledger (:class:`Finding`), so a verdict is computed
@@ -24,6 +24,7 @@ and worded here, once, and tested:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -37,7 +38,8 @@ from ..evaluate import family_matrix, final_ratios
 from ..lloyd import kmeans_objective
 from ..objectives import smoothing_gap, sparsemax_is_tight
 from ..tasks import FAMILIES, SHIFTS, family_tasks
-from ..training import TrainConfig, convergence_summary, sweep
+from ..training import TrainConfig, convergence_summary
+from .catalog import book_catalog
 from .claims import verdict
 from .plotting import run_label
 from .profiles import Profile, get_profile
@@ -68,7 +70,6 @@ __all__ = [
     "scheme_layers",
     "shift_finding",
     "smoothing_margins",
-    "trained_layers",
     "training_caption",
     "transfer_correlation",
     "transfer_finding",
@@ -92,17 +93,19 @@ def _others(families=FAMILIES) -> list:
 
 
 def base_config(profile: Profile | str | None = None, **overrides) -> TrainConfig:
-    """The Section 4 base config: the profile's ``section4`` sizes, L2, the normal family.
+    """The Section 4 base config: the catalog's (:mod:`~kmtrf_core.book.catalog`), L2, the normal family.
 
-    Every Section 4 chapter starts from this config, so the layers they train
-    have the same cache keys (chapters 10, 11, 13 and 14).
+    Every Section 4 chapter trains its layers from this config through the
+    catalog's groups ``section4_schemes`` and ``section4_families``, so they
+    share runs (chapters 10, 11, 13 and 14); chapter 14 also draws its tasks
+    with these sizes.
 
     Parameters
     ----------
     profile : Profile or str, optional
         Default the profile in force (:func:`~kmtrf_core.book.profiles.get_profile`).
     **overrides
-        Fields to change, as in :meth:`TrainConfig.from_sizes`.
+        Fields to change.
 
     Returns
     -------
@@ -113,95 +116,39 @@ def base_config(profile: Profile | str | None = None, **overrides) -> TrainConfi
     >>> config = base_config("quick")
     >>> config.n, config.d, config.k, config.omega, config.family, config.seeds
     (32, 4, 4, 'l2', 'normal', (0, 1))
-    >>> base_config("quick", omega="l2") == config
-    True
+    >>> base_config("quick", scheme="oh").scheme
+    'oh'
     """
-    if not isinstance(profile, Profile):
-        profile = get_profile(profile)
-    return TrainConfig.from_sizes(profile.chapter("section4"), **overrides)
+    config = book_catalog(profile)["section4_schemes"].base
+    return dataclasses.replace(config, **overrides) if overrides else config
 
 
-def trained_layers(base: TrainConfig, *, families=None, schemes=SCHEMES, omegas=None,
-                   progress: bool = False):
-    """The layers of every (family, scheme, omega) combination, through the run cache.
-
-    A :func:`~kmtrf_core.training.sweep` with ``cache=True`` over the fields
-    given, in the order family, scheme, omega (chapter 10: schemes and omegas;
-    chapter 13: all three).
+def scheme_layers(models: dict, schemes=SCHEMES, omega: str = "l2") -> dict:
+    """The L2 layer of each token embedding: ``scheme -> model`` (chapter 11).
 
     Parameters
     ----------
-    base : TrainConfig
-        From :func:`base_config`.
-    families : sequence of str, optional
-        Training families; default only the base config's.
-    schemes : sequence of str
-        Token embeddings.
-    omegas : sequence of str, optional
-        Regularized mins; default only the base config's.
-    progress : bool
-        Show a progress bar over the runs.
-
-    Returns
-    -------
     models : dict
-        ``(family?, scheme, omega?) -> model``, the fields given.
-    history : pandas.DataFrame
-        The training histories, as from :func:`~kmtrf_core.training.sweep`.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from unittest import mock
-    >>> base = TrainConfig(d=2, k=3, n=16, steps=1, batch=2, val_tasks=2, val_every=1)
-    >>> with tempfile.TemporaryDirectory() as folder, \\
-    ...         mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
-    ...     models, history = trained_layers(base, schemes=("oh", "bn"), omegas=("l2",))
-    >>> sorted(models), len(history)
-    ([('bn', 'l2'), ('oh', 'l2')], 4)
-    """
-    grid = {}
-    if families is not None:
-        grid["family"] = list(families)
-    grid["scheme"] = list(schemes)
-    if omegas is not None:
-        grid["omega"] = list(omegas)
-    return sweep(base, grid, cache=True, progress=progress)
-
-
-def scheme_layers(base: TrainConfig, schemes=SCHEMES) -> dict:
-    """One cached layer per token embedding on the base config: ``scheme -> model`` (chapter 11).
-
-    Parameters
-    ----------
-    base : TrainConfig
-        From :func:`base_config`.
+        From the catalog group ``section4_schemes``: ``(scheme, omega) -> model``.
     schemes : sequence of str
-        Token embeddings.
+        Token embeddings, in the order wanted.
+    omega : str
+        The regularized min.
 
     Returns
     -------
     dict
-        ``scheme -> model`` in the order of ``schemes`` (the runs of
-        :func:`trained_layers` with these schemes).
 
     Examples
     --------
-    >>> import os, tempfile
-    >>> from unittest import mock
-    >>> base = TrainConfig(d=2, k=3, n=16, steps=1, batch=2, val_tasks=2, val_every=1)
-    >>> with tempfile.TemporaryDirectory() as folder, \\
-    ...         mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
-    ...     layers = scheme_layers(base, schemes=("oh", "bn"))
-    >>> list(layers), layers["bn"].scheme
-    (['oh', 'bn'], 'bn')
+    >>> scheme_layers({("oh", "l2"): "a", ("bn", "l2"): "b", ("oh", "ne"): "c"}, schemes=("bn", "oh"))
+    {'bn': 'b', 'oh': 'a'}
     """
-    models, _ = trained_layers(base, schemes=schemes)
-    return {key[0]: model for key, model in models.items()}
+    return {scheme: models[(scheme, omega)] for scheme in schemes}
 
 
 def training_caption(sizes) -> str:
-    """The layers' sizes for a figure caption: ``n, d, k, tau``, training steps and seeds.
+    """The layers' sizes for a figure caption: ``n, d, k, tau``, the training budget and seeds.
 
     Used in the captions of Figures 4, 6, 7 and 18 (chapters 10, 11 and 13).
 
@@ -217,10 +164,15 @@ def training_caption(sizes) -> str:
     Examples
     --------
     >>> training_caption(get_profile("quick").chapter("section4"))
-    'n=32, d=4, k=4, tau=0.1, 30 training steps, seeds [0, 1]'
+    'n=32, d=4, k=4, tau=0.1, trained until flat (from step 30, at most 40), seeds [0, 1]'
+    >>> training_caption(get_profile("paper").chapter("section4")).split(", ")[4]
+    '10000 training steps'
     """
-    return (f"n={sizes.n}, d={sizes.d}, k={sizes.k}, tau={sizes.tau}, "
-            f"{sizes.steps} training steps, seeds {sizes.seeds}")
+    if getattr(sizes, "until_flat", None) is None:
+        budget = f"{sizes.steps} training steps"
+    else:
+        budget = f"trained until flat (from step {sizes.min_steps}, at most {sizes.steps})"
+    return f"n={sizes.n}, d={sizes.d}, k={sizes.k}, tau={sizes.tau}, {budget}, seeds {sizes.seeds}"
 
 
 def l2_label(key) -> str:

@@ -3,8 +3,9 @@
 * :func:`six_curve_figure`: the paper's six curves (OH / BN / NA times NE / L2)
   per panel, training loss above, relative validation loss below (Figure 2,
   Appendix F);
-* :func:`ablation`: one :func:`~kmtrf_core.training.sweep` over one more field,
-  its figure, its convergence table and its time, as an :class:`Ablation`;
+* :func:`ablation`: one group of the catalog (:mod:`kmtrf_core.book.catalog`)
+  over one more field, its figure, its convergence table and its time, as an
+  :class:`Ablation`;
 * :func:`figure2_claims`: the claims of Section 3 about Figure 2, checked
   against two convergence summaries (a :func:`~kmtrf_core.book.claims.claims_table`).
 """
@@ -17,7 +18,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..training import TrainConfig, convergence_summary, sweep
+from ..training import TrainConfig, convergence_summary
+from .catalog import SIX_CURVES, RunGroup
 from .claims import claims_table
 from .plotting import SCHEME_COLORS, training_curves
 from .timing import Stopwatch, timed
@@ -30,20 +32,19 @@ __all__ = [
     "six_curve_figure",
 ]
 
-SIX_CURVES = {"scheme": ["oh", "bn", "na"], "omega": ["ne", "l2"]}
-"""The sweep grid of the paper's six curves: token embedding times regularizer."""
-
-
 
 def six_curve_figure(history, panel_col: str, panel_values, title: str, *, window: int = 10,
-                     x: str = "step", by=("scheme", "omega"), colors: dict | None = None):
+                     x: str = "step", by=("scheme", "omega"), colors: dict | None = None,
+                     linthresh: float | None = 100):
     """One column of panels per value of ``panel_col``, each with one curve per run group.
 
     Top row: the training loss (log scale, running mean over ``window``
     steps); bottom row: the relative validation loss (Eq. 20) with the
     one-Lloyd-step line at 1; median and inter-quartile ribbon over seeds
-    (:func:`~kmtrf_core.book.plotting.training_curves`). Chapter 9 draws
-    Figure 2 and the ablations of Appendix F with it.
+    (:func:`~kmtrf_core.book.plotting.training_curves`). The step axis is
+    logarithmic beyond ``linthresh`` (linear below it, so step 0 shows), so
+    the plateau and the drop both get room. Chapter 9 draws Figure 2 and the
+    ablations of Appendix F with it.
 
     Parameters
     ----------
@@ -63,6 +64,9 @@ def six_curve_figure(history, panel_col: str, panel_values, title: str, *, windo
         Columns that define a curve.
     colors : dict, optional
         Curve label -> colour; default :data:`~kmtrf_core.book.plotting.SCHEME_COLORS`.
+    linthresh : float or None
+        With ``x="step"``: the symmetric-log axis is linear up to this step;
+        ``None`` keeps a linear axis.
 
     Returns
     -------
@@ -90,6 +94,8 @@ def six_curve_figure(history, panel_col: str, panel_values, title: str, *, windo
         training_curves(axes[0, j], axes[1, j], part, by=by, window=window, x=x, colors=colors)
         axes[0, j].set_title(f"{panel_col} = {value}")
         axes[0, j].set_yscale("log")
+        if x == "step" and linthresh is not None:
+            axes[1, j].set_xscale("symlog", linthresh=linthresh)
     axes[1, -1].legend(fontsize=7, ncol=2)
     fig.suptitle(title, fontsize=9)
     return fig
@@ -119,8 +125,12 @@ class Ablation:
 
     Examples
     --------
+    >>> import os, tempfile
+    >>> from unittest import mock
     >>> base = TrainConfig(d=2, k=3, n=12, steps=2, batch=2, val_tasks=2, val_every=1)
-    >>> result = ablation("tau", [1.0], base, grid={"scheme": ["bn"], "omega": ["l2"]})
+    >>> group = RunGroup("demo", base, {"tau": [1.0], "scheme": ["bn"], "omega": ["l2"]}, "9", "a test")
+    >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+    ...     result = ablation(group)
     >>> result.line.startswith("1 configurations in"), list(result.table.index)
     (True, [1.0])
     >>> plt.close(result.figure)
@@ -147,33 +157,26 @@ class Ablation:
         return f"<p>{self.line}</p>\n{table}"
 
 
-def ablation(field: str, values, base: TrainConfig, *, title: str = "", window: int = 10,
-             note: str = "", grid: dict | None = None) -> Ablation:
-    """Sweep one field with the six curves, draw them and summarize (Appendix F; chapter 9).
+def ablation(group: RunGroup, *, title: str = "", window: int = 10, note: str = "") -> Ablation:
+    """One catalog group over one more field, with the six curves: its figure and summary (Appendix F; chapter 9).
 
-    One :func:`~kmtrf_core.training.sweep` over ``{field: values, **grid}``
-    on top of ``base`` that records a divergence instead of stopping
-    (``on_diverge="record"``); its :func:`six_curve_figure` with one panel per
-    value, captioned with ``title``, the sizes of ``base`` and ``note``; its
+    The group's runs (:meth:`~kmtrf_core.book.catalog.RunGroup.runs`, a
+    divergence recorded instead of stopping); their :func:`six_curve_figure`
+    with one panel per value of the group's swept field, captioned with
+    ``title``, the sizes, the budget rule and ``note``; their
     :func:`~kmtrf_core.training.convergence_summary`; all timed with
     :func:`~kmtrf_core.book.timing.timed`.
 
     Parameters
     ----------
-    field : str
-        A :class:`~kmtrf_core.training.TrainConfig` field, e.g. ``"tau"``.
-    values : sequence
-        Its values, one panel each.
-    base : TrainConfig
-        Everything else.
+    group : RunGroup
+        From :func:`~kmtrf_core.book.catalog.book_catalog`, e.g. ``catalog["ablation_tau"]``.
     title : str
         The start of the caption, e.g. ``"Figure 10"``.
     window : int
         Running-mean window of the training loss.
     note : str
         The end of the caption, e.g. the profile's ``describe()``.
-    grid : dict, optional
-        The curves of a panel; default :data:`SIX_CURVES`.
 
     Returns
     -------
@@ -182,22 +185,26 @@ def ablation(field: str, values, base: TrainConfig, *, title: str = "", window: 
 
     Examples
     --------
+    >>> import os, tempfile
+    >>> from unittest import mock
     >>> base = TrainConfig(d=2, k=3, n=12, steps=2, batch=2, val_tasks=2, val_every=1)
-    >>> result = ablation("tau", [1.0, 0.1], base, grid={"scheme": ["oh", "bn"]})
+    >>> group = RunGroup("demo", base, {"tau": [1.0, 0.1], "scheme": ["oh", "bn"]}, "9", "a test")
+    >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+    ...     result = ablation(group)
     >>> result.table.columns.tolist(), result.table.index.tolist()
     (['bn', 'oh'], [0.1, 1.0])
     >>> result.line.startswith("4 configurations in "), result.line.endswith("; diverged: 0")
     (True, True)
     >>> plt.close(result.figure)
     """
-    grid = SIX_CURVES if grid is None else grid
-    if field in grid:
-        raise ValueError(f"field {field!r} is already a curve column of the grid {sorted(grid)}")
-    curves = list(grid)
+    field = group.field
+    values = group.grid[field]
+    curves = [name for name in group.grid if name != field]
+    base = group.base
     with timed() as clock:
-        _, history = sweep(base, {field: list(values), **grid}, on_diverge="record")
+        _, history = group.runs(on_diverge="record")
         caption = (f"{title}; n={base.n}, k={base.k}, d={base.d}, tau={base.tau}, "
-                   f"{base.steps} steps, seeds {list(base.seeds)}; {note}")
+                   f"seeds {list(base.seeds)}, {group.rule}; {note}")
         figure = six_curve_figure(history, field, values, caption, window=window, by=tuple(curves))
         summary = convergence_summary(history, by=(field, *curves))
         diverged = history.groupby([field, *curves]).diverged.any()

@@ -12,6 +12,8 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+import torch
+
 from .checkpoints import load_checkpoint
 from .config import TrainConfig
 from .loop import train
@@ -19,6 +21,7 @@ from .loop import train
 __all__ = ["build_parser", "parse_args", "main"]
 
 PROG = "python -m kmtrf_core.training"
+SEED_MAX = 2**63 - 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +78,15 @@ def parse_args(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
         config = TrainConfig(**values)
     except ValueError as err:  # a value argparse accepts but the config does not
         parser.error(str(err))
+    if config.val_seed > SEED_MAX:
+        parser.error(f"--val-seed must be at most {SEED_MAX} (a torch seed is 64 bits), got {config.val_seed}")
+    if config.device is not None:
+        device = torch.device(config.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            parser.error(f"--device {config.device}: this machine has no CUDA device; leave --device out "
+                         "to use the CPU")
+        if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+            parser.error(f"--device {config.device}: only {torch.cuda.device_count()} CUDA device(s) here")
     return config, args
 
 

@@ -1,0 +1,313 @@
+"""The catalog: every training run the book uses, per profile, by name.
+
+A chapter never declares a training config; it asks the catalog for a named
+group of runs::
+
+    catalog = book_catalog()            # the profile in force
+    models, history = catalog.runs("figure2a")
+
+A :class:`RunGroup` is a base :class:`~kmtrf_core.training.TrainConfig` and a
+grid of fields over it (one :func:`~kmtrf_core.training.sweep`); each config
+of the grid is one run in the run cache (keyed by config and code), so groups
+that share a config share its run. ``make models`` (``python -m
+kmtrf_core.book.catalog``) trains every missing run in parallel on Dask
+(:func:`~kmtrf_core.training.executor.train_many`); a chapter opened alone
+trains what it is missing on demand, so each chapter still runs by itself.
+
+Budgets come from convergence. Every group a claim or a verdict rests on
+trains with ``until_flat`` (:mod:`kmtrf_core.training.convergence`): it stops
+once its validation curve has flattened, from the profile's ``min_steps`` on,
+and at most at ``steps``. At the ``book`` profile ``min_steps`` is 2500: at
+lr 0.01 the relative validation loss sits on a plateau near 1.6-1.8 and
+leaves it between step 1000 and 2400 in every configuration measured at
+these sizes (chapter 9, "The plateau"), and a plateau looks flat. Groups
+marked ``early`` have a short fixed budget on purpose (the Appendix F
+ablations of chapter 9: what the first steps look like); no verdict rests on
+them. The ``paper`` profile trains the paper's fixed 10000 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import sys
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import pandas as pd
+
+from ..embeddings import SCHEMES
+from ..objectives import OMEGAS
+from ..tasks import FAMILIES
+from ..training import TrainConfig, cache_dir, sweep, train_cached
+from ..training.convergence import FLAT_RULE, FLAT_TOLERANCE, flattening
+from ..training.executor import train_many
+from ..training.runs import cached_path
+from .profiles import PROFILES, Profile, get_profile
+
+__all__ = ["Catalog", "Run", "RunGroup", "book_catalog", "main"]
+
+SIX_CURVES = {"scheme": ["oh", "bn", "na"], "omega": ["ne", "l2"]}
+"""The paper's six curves per panel: token embedding times regularized min (Figure 2)."""
+
+_PAPER_SCHEMES = [scheme for scheme in SCHEMES if scheme != "sc"]
+
+
+class Run(NamedTuple):
+    """One run of a group: its config, its trained layer (``None`` if it diverged) and its history."""
+
+    config: TrainConfig
+    model: object
+    history: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """A named set of runs: ``base`` with every combination of ``grid`` (one sweep).
+
+    Attributes
+    ----------
+    name : str
+        How chapters ask for it.
+    base : TrainConfig
+        The fields the runs share.
+    grid : dict
+        Field -> list of values; the runs are their product, in this order.
+    chapter : str
+        The chapter that uses it (others may share its runs).
+    about : str
+        One line: what the runs are for.
+    early : bool
+        A short fixed budget on purpose (no verdict rests on it).
+
+    Examples
+    --------
+    >>> group = RunGroup("demo", TrainConfig(d=2, k=3, n=16), {"scheme": ["oh", "bn"]}, "9", "a test")
+    >>> [config.scheme for config in group.configs()], group.field
+    (['oh', 'bn'], 'scheme')
+    """
+
+    name: str
+    base: TrainConfig
+    grid: dict = field(repr=False)
+    chapter: str
+    about: str
+    early: bool = False
+
+    def configs(self) -> list:
+        """The runs' configs, in the grid's order."""
+        names = list(self.grid)
+        return [dataclasses.replace(self.base, **dict(zip(names, values)))
+                for values in itertools.product(*(self.grid[name] for name in names))]
+
+    @property
+    def field(self) -> str:
+        """The first grid field that is not a curve of :data:`SIX_CURVES` (the swept one)."""
+        return next((name for name in self.grid if name not in SIX_CURVES), next(iter(self.grid)))
+
+    def runs(self, *, on_diverge: str = "raise", progress: bool = False):
+        """``(models, history)`` of :func:`~kmtrf_core.training.sweep` over the group, through the cache.
+
+        Missing runs are trained here, one after the other (``make models``
+        trains them in parallel beforehand).
+        """
+        return sweep(self.base, self.grid, cache=True, on_diverge=on_diverge, progress=progress)
+
+    def run(self, **values) -> Run:
+        """The one run of the group with these grid values, through the cache (with its snapshots, if kept).
+
+        >>> import os, tempfile
+        >>> from unittest import mock
+        >>> base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1, snapshots=True)
+        >>> group = RunGroup("demo", base, {"scheme": ["oh", "bn"]}, "9", "a test")
+        >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+        ...     run = group.run(scheme="bn")
+        >>> run.config.scheme, len(run.history.attrs["snapshots"])
+        ('bn', 3)
+        """
+        unknown = sorted(set(values) - set(self.grid))
+        if unknown:
+            raise ValueError(f"group {self.name!r} varies {sorted(self.grid)}, not {unknown}")
+        matches = [config for config in self.configs()
+                   if all(getattr(config, name) == value for name, value in values.items())]
+        if len(matches) != 1:
+            raise ValueError(f"{values} picks {len(matches)} runs of group {self.name!r}, not one")
+        model, history = train_cached(matches[0])
+        return Run(matches[0], model, history)
+
+    def report(self, history) -> pd.DataFrame:
+        """Per run: steps trained, final relative validation loss, whether it flattened, where it beat Lloyd.
+
+        Judged by the rule of :mod:`~kmtrf_core.training.convergence` with
+        the group's tolerance and ``min_steps`` (an ``early`` group reports
+        ``flattened`` as well, and it will mostly say False).
+        """
+        tol = self.base.until_flat or FLAT_TOLERANCE
+        return flattening(history, by=list(self.grid), tol=tol, min_steps=self.base.min_steps)
+
+    @property
+    def rule(self) -> str:
+        """The stopping rule of the group, in words."""
+        if self.early or self.base.until_flat is None:
+            return f"a fixed budget of {self.base.steps} steps" + (" (early training)" if self.early else "")
+        return (FLAT_RULE.format(tol=self.base.until_flat).replace("min_steps", f"step {self.base.min_steps}")
+                + f"; at most {self.base.steps} steps")
+
+
+@dataclass
+class Catalog:
+    """Every :class:`RunGroup` of one profile, by name.
+
+    Examples
+    --------
+    >>> catalog = book_catalog("quick")
+    >>> "figure2a" in catalog.groups, catalog["figure2a"].base.n
+    (True, 48)
+    >>> len(catalog.configs()) == len({cached_path(c).name for c in catalog.configs()})
+    True
+    """
+
+    profile: Profile
+    groups: dict
+
+    def __getitem__(self, name: str) -> RunGroup:
+        if name not in self.groups:
+            raise ValueError(f"no run group {name!r} in the {self.profile.name} catalog; known: {sorted(self.groups)}")
+        return self.groups[name]
+
+    def runs(self, name: str, **options):
+        """:meth:`RunGroup.runs` of the group ``name``."""
+        return self[name].runs(**options)
+
+    def configs(self) -> list:
+        """Every distinct run config of every group (a run shared by groups appears once)."""
+        unique = {}
+        for group in self.groups.values():
+            for config in group.configs():
+                unique.setdefault(cached_path(config).name, config)
+        return list(unique.values())
+
+    def table(self) -> pd.DataFrame:
+        """One row per group: its chapter, size, budget rule, how many of its runs are cached, what it is for."""
+        rows = []
+        for group in self.groups.values():
+            configs = group.configs()
+            rows.append(dict(group=group.name, chapter=group.chapter, runs=len(configs),
+                             seeds=len(group.base.seeds), cached=sum(cached_path(c).exists() for c in configs),
+                             budget=group.rule, about=group.about))
+        return pd.DataFrame(rows).set_index("group")
+
+    def train_missing(self, **options) -> pd.DataFrame:
+        """Train every run the cache lacks, in parallel (:func:`~kmtrf_core.training.executor.train_many`)."""
+        return train_many(self.configs(), **options)
+
+
+def _training_groups(sizes) -> list:
+    """Chapter 9: Figure 2, the plateau study and the Appendix F ablations."""
+    base = TrainConfig.from_sizes(sizes, d=sizes.fig2a_d, lr=0.01, gamma=1.0, snapshots=True)
+    plain = dataclasses.replace(base, snapshots=False)
+    early = dataclasses.replace(plain, steps=sizes.ablation_steps, until_flat=None, min_steps=0)
+    groups = [
+        RunGroup("figure2a", base, {"tau": sizes.fig2a_taus, **SIX_CURVES}, "9",
+                 "Figure 2(a): tau, six curves; weights kept at every validation (the plateau study)"),
+        RunGroup("figure2b", dataclasses.replace(plain, tau=sizes.fig2b_tau), {"d": sizes.fig2b_ds, **SIX_CURVES},
+                 "9", "Figure 2(b): the dimension, six curves"),
+    ]
+    for name, values in sizes.plateau.items():
+        groups.append(RunGroup(f"plateau_{name}", dataclasses.replace(plain, tau=0.1, omega="l2"),
+                               {name: values, "scheme": ["oh", "bn"]}, "9",
+                               f"where the plateau ends as {name} changes (OH and BN, L2, tau 0.1)"))
+    small_tau = dataclasses.replace(early, tau=0.1)
+    groups += [
+        RunGroup("ablation_tau", early, {"tau": sizes.fig10_taus, **SIX_CURVES}, "9", "Figure 10", early=True),
+        RunGroup("ablation_lr", small_tau, {"lr": sizes.fig11_lrs, **SIX_CURVES}, "9", "Figure 11", early=True),
+        RunGroup("ablation_n", small_tau, {"n": sizes.fig13_ns, **SIX_CURVES}, "9", "Figure 13", early=True),
+        RunGroup("ablation_d", dataclasses.replace(early, tau=0.25), {"d": sizes.fig14_ds, **SIX_CURVES}, "9",
+                 "Figure 14", early=True),
+    ]
+    for d, tau in sizes.fig15_cases:
+        groups.append(RunGroup(f"ablation_k_d{d}_tau{tau:g}", dataclasses.replace(early, d=d, tau=tau),
+                               {"k": sizes.fig15_ks, **SIX_CURVES}, "9", f"Figure 15 (d={d}, tau={tau})",
+                               early=True))
+    d17, k17 = sizes.fig17_dk
+    groups.append(RunGroup("figure17", dataclasses.replace(early, d=d17, k=k17, tau=1.0, clip=1.0, omega="l2"),
+                           {"n": sizes.fig17_ns, "scheme": ["oh", "bn"]}, "9",
+                           "Figure 17: wall-clock time, OH against BN", early=True))
+    return groups
+
+
+def _section4_groups(section4, cauchy, landscape) -> list:
+    """Chapters 10-14: the Section 4 layers, and the layers of the loss landscapes."""
+    base = TrainConfig.from_sizes(section4, omega="l2", family="normal")
+    return [
+        RunGroup("section4_schemes", base, {"scheme": _PAPER_SCHEMES, "omega": list(OMEGAS)}, "10",
+                 "Section 4 layers on the normal family, every embedding and regularized min (chapters 10, 11)"),
+        RunGroup("section4_families", base,
+                 {"family": list(FAMILIES), "scheme": list(cauchy.schemes), "omega": list(cauchy.omegas)}, "13",
+                 "layers trained on each task family (chapters 11, 13, 14: the L2 ones)"),
+        RunGroup("landscape", TrainConfig.from_sizes(landscape, omega="l2"),
+                 {"d": landscape.ds, "scheme": ["oh", "bn"]}, "12", "the layers whose loss surfaces chapter 12 draws"),
+    ]
+
+
+def book_catalog(profile: Profile | str | None = None) -> Catalog:
+    """The catalog of the given profile (default: the one in force).
+
+    Parameters
+    ----------
+    profile : Profile or str, optional
+        ``"quick"``, ``"book"`` or ``"paper"``.
+
+    Returns
+    -------
+    Catalog
+
+    Examples
+    --------
+    >>> catalog = book_catalog("book")
+    >>> catalog["figure2a"].base.until_flat, catalog["figure2a"].base.min_steps, catalog["ablation_tau"].early
+    (0.02, 2500, True)
+    """
+    if not isinstance(profile, Profile):
+        profile = get_profile(profile)
+    groups = _training_groups(profile.chapter("training"))
+    groups += _section4_groups(profile.chapter("section4"), profile.chapter("cauchy"), profile.chapter("landscape"))
+    return Catalog(profile=profile, groups={group.name: group for group in groups})
+
+
+def main(argv=None) -> int:
+    """``python -m kmtrf_core.book.catalog``: train every missing run of a profile's catalog (``make models``).
+
+    Options: ``--profile`` (default ``$KMTRF_PROFILE``, else ``book``),
+    ``--workers`` (local cluster size, default one per core), ``--scheduler``
+    (an existing Dask cluster; else ``$KMTRF_SCHEDULER``), ``--list`` (show
+    the groups and stop). Returns 0, or 1 when a run failed.
+    """
+    parser = argparse.ArgumentParser(prog="python -m kmtrf_core.book.catalog",
+                                     description="Train every missing run of the book's catalog on Dask.")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=None)
+    parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: one per core)")
+    parser.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+    parser.add_argument("--list", action="store_true", help="list the run groups and stop")
+    args = parser.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers must be >= 1, got {args.workers}")
+    catalog = book_catalog(args.profile)
+    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
+        print(catalog.table().drop(columns=["budget"]).to_string())
+    if args.list:
+        return 0
+    configs = catalog.configs()
+    print(f"{len(configs)} runs in the {catalog.profile.name} catalog; cache: {cache_dir()}", flush=True)
+    table = catalog.train_missing(scheduler=args.scheduler, workers=args.workers, progress=True)
+    print(table.status.str.split(":").str[0].value_counts().to_string())
+    print(f"training time: {table.seconds.sum() / 60:.1f} worker-minutes")
+    failed = table[table.status.str.startswith("failed")]
+    for row in failed.itertuples():
+        print(f"run {row.key}: {row.status}", file=sys.stderr)
+    return 1 if len(failed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""The plateau of training, measured (chapter 9, "The plateau").
+
+At lr 0.01 the relative validation loss (Eq. 20) stays near 1.6-1.8 for a
+thousand steps or more, then drops below one Lloyd step within a few hundred.
+The paper does not discuss this. Here we read, at every validation step of a
+run kept with ``TrainConfig.snapshots``, what the layer does on fixed probe
+tasks:
+
+* ``nearest_share``: the share of points whose strongest attention to the
+  centers (the first attention of Eq. 4, points -> centers) goes to their
+  nearest center, the assignment step of Lloyd (Theorem 2.1);
+* ``point_entropy``: the entropy of those attention rows divided by
+  ``log k`` (1: uniform over the centers, 0: one center);
+* ``center_entropy``: the entropy of the third attention (centers -> points)
+  divided by ``log n``;
+* ``qk_points``, ``qk_centers``: the Frobenius norm of ``Q^T K`` of those two
+  attentions, the scale of the learned query-key products (an effective
+  inverse temperature);
+* ``v_points``, ``v_centers``: the norms of their value projections.
+
+:func:`drop_table` then reads, from the catalog's plateau groups, the first
+validation step below one Lloyd step as d, k, n, tau, lr and gamma change.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from ..lloyd import assign
+from ..model import ClusterTransformer
+from ..training.checkpoints import load_weights
+from ..training.convergence import flattening
+from .plotting import SCHEME_COLORS
+
+__all__ = ["READINGS", "drop_table", "layer_readings", "plateau_figure", "plateau_story", "plateau_summary",
+           "plateau_trace"]
+
+READINGS = {
+    "nearest_share": "strongest point->center attention on the nearest center",
+    "point_entropy": "entropy of point->center attention / log k",
+    "center_entropy": "entropy of center->point attention / log n",
+    "qk_points": "|Q^T K| of point->center attention",
+    "qk_centers": "|Q^T K| of center->point attention",
+    "v_points": "|V| of point->center attention",
+    "v_centers": "|V| of center->point attention",
+}
+"""The readings of :func:`layer_readings`, with what each measures."""
+
+
+def _entropy(weights: torch.Tensor, keys: int) -> torch.Tensor:
+    """Mean normalized entropy of attention rows ``(..., B, q, keys)`` -> ``(...)``."""
+    plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-30).log(), torch.zeros_like(weights))
+    return (-plogp.sum(-1) / math.log(keys)).mean(dim=(-1, -2))
+
+
+def layer_readings(model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor) -> pd.DataFrame:
+    """The readings of :data:`READINGS` for a layer (or each member of an ensemble) on tasks ``(X, C)``.
+
+    Parameters
+    ----------
+    model : ClusterTransformer
+        A layer or an ensemble.
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per ensemble member (``member`` column), one column per reading.
+
+    Examples
+    --------
+    >>> g = torch.Generator().manual_seed(0)
+    >>> X, C = torch.rand(4, 30, 2, generator=g), torch.rand(4, 3, 2, generator=g)
+    >>> exact = ClusterTransformer.from_lloyd(2, 3, "oh", gamma=1e4, dtype=torch.float32)
+    >>> readings = layer_readings(exact, X, C)
+    >>> round(float(readings.nearest_share[0]), 3), bool(readings.point_entropy[0] < 0.01)
+    (1.0, True)
+    """
+    S = model.ensemble
+    with torch.no_grad():
+        Xp, Cp = model.prepare_tasks(X, C)
+        trace: dict = {}
+        model.layer(*model.embed(Xp, Cp), trace=trace)
+        to_centers, to_points = trace["weights_1"], trace["weights_3"]  # ((S,) B, n, k), ((S,) B, k, n)
+        nearest = assign(X, C)  # (B, n)
+        share = (to_centers.argmax(-1) == nearest).to(X.dtype).mean(dim=(-1, -2))
+        Q, K, V = model.Q, model.K, model.V  # ((S,) 4, m, m)
+        qk = (Q.transpose(-1, -2) @ K).flatten(-2).norm(dim=-1)  # ((S,) 4)
+        v = V.flatten(-2).norm(dim=-1)
+        columns = dict(nearest_share=share, point_entropy=_entropy(to_centers, model.k),
+                       center_entropy=_entropy(to_points, X.shape[-2]), qk_points=qk[..., 0],
+                       qk_centers=qk[..., 2], v_points=v[..., 0], v_centers=v[..., 2])
+    table = pd.DataFrame({name: value.reshape(-1).cpu().numpy() for name, value in columns.items()})
+    table.insert(0, "member", range(S or 1))
+    return table
+
+
+def plateau_trace(config, history, X: torch.Tensor, C: torch.Tensor) -> pd.DataFrame:
+    """:func:`layer_readings` at every kept snapshot of a run, beside its relative validation loss.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The run's config (``snapshots=True``).
+    history : pandas.DataFrame
+        Its history, with ``history.attrs["snapshots"]`` (as
+        :func:`~kmtrf_core.training.train_cached` returns it).
+    X, C : torch.Tensor
+        Probe tasks ``(B, n, d)`` and ``(B, k, d)``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``step``, ``seed``, ``val_relative_loss`` and the readings.
+
+    Examples
+    --------
+    >>> from kmtrf_core.training import TrainConfig, train
+    >>> config = TrainConfig(d=2, k=3, n=16, steps=4, batch=2, val_tasks=2, val_every=2, seeds=(0, 1),
+    ...                      snapshots=True)
+    >>> _, history = train(config)
+    >>> trace = plateau_trace(config, history, torch.rand(3, 16, 2), torch.rand(3, 3, 2))
+    >>> sorted(trace.step.unique().tolist()), sorted(trace.seed.unique().tolist())
+    ([0, 2, 4], [0, 1])
+    """
+    snapshots = history.attrs.get("snapshots")
+    if not snapshots:
+        raise ValueError("history has no snapshots: train with TrainConfig(snapshots=True)")
+    S = len(config.seeds)
+    model = ClusterTransformer(config.d, config.k, config.scheme, config.gamma, impl="direct",
+                               ensemble=S if S > 1 else None, device=X.device)
+    validation = history.dropna(subset=["val_relative_loss"]).set_index(["step", "seed"]).val_relative_loss
+    frames = []
+    for step, weights in snapshots:
+        readings = layer_readings(load_weights(model, weights), X, C)
+        readings.insert(0, "seed", [config.seeds[i] for i in readings.member])
+        readings.insert(0, "step", step)
+        frames.append(readings.drop(columns="member"))
+    trace = pd.concat(frames, ignore_index=True)
+    trace.insert(2, "val_relative_loss", [validation.get((s, seed), np.nan) for s, seed in zip(trace.step, trace.seed)])
+    return trace
+
+
+def plateau_figure(traces: dict, caption: str, readings=("nearest_share", "point_entropy", "center_entropy",
+                                                          "qk_points", "qk_centers")):
+    """The relative validation loss and the readings against the step (log axis), one curve per run.
+
+    Parameters
+    ----------
+    traces : dict
+        Label (e.g. ``"OH"``) -> :func:`plateau_trace` table.
+    caption : str
+        The figure's title.
+    readings : sequence of str
+        Which readings get a panel.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Median over seeds with the range as a ribbon; a dotted vertical line
+        per run where its median first falls below one Lloyd step.
+    """
+    names = ["val_relative_loss", *readings]
+    fig, axes = plt.subplots(2, math.ceil(len(names) / 2), figsize=(4.2 * math.ceil(len(names) / 2), 6.4),
+                             squeeze=False, sharex=True)
+    axes = axes.ravel()
+    for label, trace in traces.items():
+        color = SCHEME_COLORS.get(f"{label}:L2", SCHEME_COLORS.get(label))
+        grouped = trace.groupby("step")
+        drop = grouped.val_relative_loss.median()
+        below = drop[drop < 1.0]
+        for ax, name in zip(axes, names):
+            median = grouped[name].median()
+            ax.plot(median.index, median.to_numpy(), color=color, label=label)
+            ax.fill_between(median.index, grouped[name].min(), grouped[name].max(), color=color, alpha=0.2)
+            if len(below):
+                ax.axvline(below.index[0], color=color, ls=":", lw=1)
+    for ax, name in zip(axes, names):
+        ax.set_title(READINGS.get(name, "relative validation loss (Eq. 20)"), fontsize=8)
+        ax.set_xscale("symlog", linthresh=100)
+        ax.set_xlabel("step")
+    axes[0].axhline(1.0, color="black", ls=":", lw=1, label="1 Lloyd step")
+    axes[0].legend(fontsize=7)
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
+    fig.suptitle(caption, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def drop_table(base_history, variations: dict, base_label: str = "base") -> pd.DataFrame:
+    """Where the plateau ends, per configuration and embedding: the first step below one Lloyd step.
+
+    Parameters
+    ----------
+    base_history : pandas.DataFrame
+        The base runs (``scheme`` column; OH and BN).
+    variations : dict
+        Label (``"d=8"``) -> history of the runs that change one field.
+    base_label : str
+        The label of the base row.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per configuration; per scheme the first validation step
+        below 1 (NaN: never), the steps trained and the final value.
+
+    Examples
+    --------
+    >>> def run(scheme, values):
+    ...     return pd.DataFrame({"scheme": scheme, "seed": 0, "step": [0, 100, 200],
+    ...                          "val_relative_loss": values})
+    >>> base = pd.concat([run("oh", [1.7, 0.9, 0.9]), run("bn", [1.7, 1.6, 0.95])])
+    >>> float(drop_table(base, {}).loc["base", ("below_lloyd_at", "OH")])
+    100.0
+    """
+    rows = {}
+    for label, history in {base_label: base_history, **variations}.items():
+        table = flattening(history, by=["scheme"])
+        table.index = table.index.str.upper()
+        rows[label] = table[["below_lloyd_at", "steps", "final"]].unstack()  # (column, scheme)
+    return pd.DataFrame(rows).T.round(3)
+
+
+def plateau_summary(traces: dict, readings=("nearest_share", "point_entropy", "center_entropy", "qk_points",
+                                            "qk_centers")) -> pd.DataFrame:
+    """The readings of each run at four moments: start, mid-plateau, the drop, the end (medians over seeds).
+
+    The drop is the first validation step where the median relative
+    validation loss is below one Lloyd step; mid-plateau is the validation
+    step nearest half of it. A run that never drops has NaN there.
+
+    Parameters
+    ----------
+    traces : dict
+        Label -> :func:`plateau_trace` table.
+    readings : sequence of str
+        The readings to show.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows ``(label, moment)`` with the step and the readings.
+
+    Examples
+    --------
+    >>> trace = pd.DataFrame({"step": [0, 100, 200, 300], "seed": 0,
+    ...                       "val_relative_loss": [1.8, 1.7, 0.95, 0.9], "nearest_share": [0.3, 0.4, 0.9, 0.95]})
+    >>> plateau_summary({"OH": trace}, readings=("nearest_share",)).loc["OH"].to_dict("index")["drop"]
+    {'step': 200.0, 'val_relative_loss': 0.95, 'nearest_share': 0.9}
+    """
+    names = ["val_relative_loss", *readings]
+    rows = {}
+    for label, trace in traces.items():
+        medians = trace.groupby("step")[names].median()
+        below = medians.index[medians.val_relative_loss < 1.0]
+        steps = medians.index.to_numpy()
+        moments = {"start": steps[0], "end": steps[-1]}
+        if len(below):
+            drop = below[0]
+            moments.update(plateau=steps[np.abs(steps - drop / 2).argmin()], drop=drop)
+        for moment in ("start", "plateau", "drop", "end"):
+            step = moments.get(moment)
+            values = medians.loc[step] if step is not None else pd.Series(np.nan, index=names)
+            rows[(label, moment)] = {"step": np.nan if step is None else float(step), **values.to_dict()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis(["run", "moment"])
+
+
+def plateau_story(moments: pd.DataFrame) -> str:
+    """One line per run from :func:`plateau_summary`: where it dropped and how its readings moved.
+
+    Examples
+    --------
+    >>> trace = pd.DataFrame({"step": [0, 100, 200, 300], "seed": 0, "val_relative_loss": [1.8, 1.7, 0.95, 0.9],
+    ...                       "nearest_share": [0.3, 0.4, 0.9, 0.95], "point_entropy": [0.9, 0.8, 0.3, 0.2],
+    ...                       "qk_points": [1.0, 1.5, 4.0, 5.0]})
+    >>> flat = trace.assign(val_relative_loss=1.7)
+    >>> readings = ("nearest_share", "point_entropy", "qk_points")
+    >>> print(plateau_story(plateau_summary({"OH": trace, "BN": flat}, readings=readings)))
+    OH: below one Lloyd step at step 200. Mid-plateau (step 100) -> drop -> end: nearest-center share 0.40 -> 0.90 -> 0.95; point->center entropy 0.80 -> 0.30 -> 0.20; |Q^T K| (points->centers) 1.50 -> 4.00 -> 5.00.
+    BN: not below one Lloyd step in 300 steps (relative validation loss 1.70 at the end).
+    """
+    names = {"nearest_share": "nearest-center share", "point_entropy": "point->center entropy",
+             "center_entropy": "center->point entropy", "qk_points": "|Q^T K| (points->centers)",
+             "qk_centers": "|Q^T K| (centers->points)"}
+    lines = []
+    for run in dict.fromkeys(moments.index.get_level_values(0)):
+        table = moments.loc[run]
+        if np.isnan(table.loc["drop", "step"]):
+            lines.append(f"{run}: not below one Lloyd step in {table.loc['end', 'step']:.0f} steps (relative "
+                         f"validation loss {table.loc['end', 'val_relative_loss']:.2f} at the end).")
+            continue
+        parts = [f"{label} " + " -> ".join(f"{table.loc[moment, name]:.2f}" for moment in ("plateau", "drop", "end"))
+                 for name, label in names.items() if name in table.columns]
+        lines.append(f"{run}: below one Lloyd step at step {table.loc['drop', 'step']:.0f}. Mid-plateau (step "
+                     f"{table.loc['plateau', 'step']:.0f}) -> drop -> end: " + "; ".join(parts) + ".")
+    return "\n".join(lines)
