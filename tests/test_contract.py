@@ -1,0 +1,178 @@
+"""The public API's contract under adversarial input (property-based; ``make fuzz`` runs it longer).
+
+For every function below, whatever shapes, ranks, dtypes and values it is given:
+
+* it raises ``ValueError`` or ``TypeError`` (a message naming the argument), or
+* it returns, and then finite input gives finite output.
+
+Any other exception, or a NaN/inf out of finite input, fails the test. ``make fuzz`` sets
+``KMTRF_FUZZ_EXAMPLES`` (examples per function) and prints the outcome counts at the end.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kmtrf_core as K
+
+EXAMPLES = int(os.environ.get("KMTRF_FUZZ_EXAMPLES", "25"))
+OUTCOMES: collections.Counter = collections.Counter()
+PROBLEMS: list = []
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.int64, torch.bool]
+VALUES = st.sampled_from(["unit", "unit", "unit", "huge", "tiny", "zero", "nan", "inf", "shifted", "negative"])
+
+
+@st.composite
+def tensors(draw, rank=None, dims=None):
+    rank = draw(st.integers(0, 4)) if rank is None else rank
+    shape = [draw(st.integers(0, 5)) if dims is None else dims[i] for i in range(rank)]
+    dtype = draw(st.sampled_from(DTYPES)) if draw(st.booleans()) else torch.float32
+    kind = draw(VALUES)
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(shape, generator=g, dtype=torch.float64)
+    if kind == "huge":
+        x = x * 1e30
+    elif kind == "tiny":
+        x = x * 1e-30
+    elif kind == "zero":
+        x = x * 0
+    elif kind == "shifted":
+        x = x + 1000.0
+    elif kind == "negative":
+        x = -x * 50
+    elif kind in ("nan", "inf") and x.numel():
+        x.view(-1)[draw(st.integers(0, x.numel() - 1))] = math.nan if kind == "nan" else math.inf
+    if dtype == torch.bool:
+        return x > 0.5
+    if not dtype.is_floating_point:
+        return (x * 10).clamp(-1e6, 1e6).to(dtype)
+    return x.to(dtype)
+
+
+@st.composite
+def tasks(draw):
+    """Mostly well-formed (B, n, d) / (B, k, d) pairs, sometimes not."""
+    B, n, d, k = draw(st.integers(0, 3)), draw(st.integers(0, 8)), draw(st.integers(0, 4)), draw(st.integers(0, 6))
+    if draw(st.integers(0, 4)) == 0:
+        return draw(tensors()), draw(tensors())
+    X = draw(tensors(rank=3, dims=(B, n, d)))
+    C = draw(tensors(rank=3, dims=(B, k, d)))
+    return X, C
+
+
+def _finite(value) -> bool:
+    if isinstance(value, torch.Tensor):
+        return not value.is_floating_point() or bool(torch.isfinite(value).all())
+    if isinstance(value, (tuple, list)):
+        return all(_finite(v) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return True
+
+
+def _inputs_finite(*args) -> bool:
+    return all(_finite(a) for a in args)
+
+
+def check_contract(name, function, *args, **kwargs):
+    try:
+        out = function(*args, **kwargs)
+    except (ValueError, TypeError):
+        OUTCOMES[(name, "named error")] += 1
+        return
+    except Exception as err:  # noqa: BLE001 - the contract says: no other exception
+        OUTCOMES[(name, "other exception")] += 1
+        PROBLEMS.append((name, f"{type(err).__name__}: {err}"[:200]))
+        raise AssertionError(f"{name} raised {type(err).__name__}: {err}") from err
+    if _inputs_finite(*args) and not _finite(out):
+        OUTCOMES[(name, "non-finite from finite")] += 1
+        PROBLEMS.append((name, "non-finite output"))
+        raise AssertionError(f"{name} returned non-finite values from finite input")
+    OUTCOMES[(name, "ok")] += 1
+
+
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                    suppress_health_check=list(HealthCheck))
+
+PAIR_FUNCTIONS = {
+    "sqdist": K.sqdist,
+    "assign": K.assign,
+    "kmeans_objective": K.kmeans_objective,
+    "lloyd_step": K.lloyd_step,
+    "lloyd": K.lloyd,
+    "smoothed_kmeans_loss": K.smoothed_kmeans_loss,
+    "smoothed_point_losses": K.smoothed_point_losses,
+    "smoothing_gap": K.smoothing_gap,
+    "to_unit_cube": K.to_unit_cube,
+    "embed": K.embed,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAIR_FUNCTIONS))
+def test_task_functions_keep_the_contract(name):
+    @SETTINGS
+    @given(tasks())
+    def run(pair):
+        check_contract(name, PAIR_FUNCTIONS[name], *pair)
+
+    run()
+
+
+SINGLE_FUNCTIONS = {
+    "sparsemax": K.sparsemax,
+    "sparsemax_threshold": K.sparsemax_threshold,
+    "hardmax_weights": K.hardmax_weights,
+    "min_max_scale": K.min_max_scale,
+    "regularized_weights_l2": lambda r: K.regularized_weights(r, "l2", 0.1),
+    "regularized_weights_ne": lambda r: K.regularized_weights(r, "ne", 0.1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SINGLE_FUNCTIONS))
+def test_array_functions_keep_the_contract(name):
+    @SETTINGS
+    @given(tensors())
+    def run(z):
+        check_contract(name, SINGLE_FUNCTIONS[name], z)
+
+    run()
+
+
+@SETTINGS
+@given(tasks(), st.sampled_from(["oh", "bn", "na", "sc"]),
+       st.sampled_from([0.0, 1e-8, 0.1, 1.0, 1e4, 1e308, math.inf, math.nan, -1.0]))
+def test_the_layer_keeps_the_contract(pair, scheme, gamma):
+    X, C = pair
+    d = X.shape[-1] if X.dim() == 3 and X.shape[-1] > 0 else 2
+    k = C.shape[-2] if C.dim() == 3 and C.shape[-2] >= 2 else 3
+    try:
+        model = K.ClusterTransformer.from_lloyd(d, k, scheme, gamma=gamma)
+    except (ValueError, TypeError):
+        OUTCOMES[("ClusterTransformer.from_lloyd", "named error")] += 1
+        return
+    check_contract("ClusterTransformer.forward", model, X, C)
+
+
+@SETTINGS
+@given(tasks(), st.sampled_from([1e-40, 1e-8, 0.1, 1e8]), st.sampled_from(["ne", "l2"]))
+def test_extreme_tau_keeps_the_contract(pair, tau, omega):
+    check_contract(f"smoothed_kmeans_loss[{omega}]", K.smoothed_kmeans_loss, *pair, omega=omega, tau=tau)
+
+
+def test_report():
+    """Prints the outcome counts (``make fuzz`` shows them with ``-s``)."""
+    totals = collections.Counter()
+    for (_, outcome), count in OUTCOMES.items():
+        totals[outcome] += count
+    print(f"\ncontract calls: {sum(totals.values())}; " + ", ".join(f"{k}: {v}" for k, v in sorted(totals.items())))
+    for name, problem in PROBLEMS[:20]:
+        print(f"  {name}: {problem}")
