@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 from kmtrf_core import TrainConfig  # noqa: E402
 from kmtrf_core.book.plotting import SCHEME_COLORS  # noqa: E402
 from kmtrf_core.book.timing import Stopwatch  # noqa: E402
-from kmtrf_core.training import loop as train_module  # noqa: E402
+from kmtrf_core.book.catalog import RunGroup  # noqa: E402
 from kmtrf_core.book.claims import CLAIM_COLUMNS, claims_table, progression  # noqa: E402
 from kmtrf_core.book.training_figures import (  # noqa: E402
     SIX_CURVES,
@@ -68,9 +68,15 @@ def test_six_curve_figure_wall_time_panels_do_not_share_x():
         six_curve_figure(_history(), "tau", [], "t")
 
 
-def test_ablation_sweeps_summarizes_and_times():
-    result = ablation("tau", [1.0, 0.1], TINY, title="Figure 10", window=2, note="profile `x`",
-                      grid={"scheme": ["oh", "bn"], "omega": ["l2"]})
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_ablation_sweeps_summarizes_and_times(cache):
+    group = RunGroup("demo", TINY, {"tau": [1.0, 0.1], "scheme": ["oh", "bn"], "omega": ["l2"]}, "9", "test")
+    result = ablation(group, title="Figure 10", window=2, note="profile `x`")
     try:
         assert isinstance(result, Ablation) and isinstance(result.clock, Stopwatch)
         assert result.clock.seconds > 0
@@ -81,36 +87,30 @@ def test_ablation_sweeps_summarizes_and_times():
         expected = result.summary["final_val_relative"].unstack([1, 2]).round(3)
         pd.testing.assert_frame_equal(result.table, expected)
         caption = result.figure._suptitle.get_text()
-        assert caption == "Figure 10; n=12, k=3, d=2, tau=0.1, 3 steps, seeds [0, 1]; profile `x`"
+        assert caption == ("Figure 10; n=12, k=3, d=2, tau=0.1, seeds [0, 1], a fixed budget of 3 steps; "
+                           "profile `x`")
         assert [ax.get_title() for ax in result.figure.axes[:2]] == ["tau = 1.0", "tau = 0.1"]
         text = repr(result)
         assert text.startswith("4 configurations in ") and "; diverged: 0\n\n" in text
         assert result._repr_html_().startswith("<p>4 configurations in ")
+        assert len(list(cache.glob("run-*.pt"))) == 4  # through the run cache
     finally:
         plt.close(result.figure)
 
 
-def test_ablation_records_divergence_instead_of_stopping(monkeypatch):
-    real = train_module.smoothed_kmeans_loss
-
-    calls = {"ne": 0}
-
-    def poisoned(X, C, omega, tau):  # NE runs diverge at their third step
-        out = real(X, C, omega, tau)
-        calls[omega] = calls.get(omega, 0) + 1
-        return out * math.nan if omega == "ne" and calls["ne"] >= 3 else out
-
-    monkeypatch.setattr(train_module, "smoothed_kmeans_loss", poisoned)
-    result = ablation("tau", [0.1], TINY, grid={"scheme": ["oh"], "omega": ["ne", "l2"]})
+def test_ablation_records_a_real_divergence_instead_of_stopping(cache):
+    base = TrainConfig(d=4, k=6, n=32, steps=20, batch=4, val_tasks=4, val_every=5, scheme="oh")
+    group = RunGroup("demo", base, {"tau": [0.1], "scheme": ["oh"], "lr": [0.01, 1e6]}, "9", "test")
+    result = ablation(group)
     plt.close(result.figure)
-    assert result.diverged.tolist() == [False, True]  # (0.1, oh, l2), (0.1, oh, ne)
+    assert result.diverged.tolist() == [False, True]  # (0.1, oh, 0.01), (0.1, oh, 1e6)
     assert result.line.endswith("; diverged: 1")
-    assert result.table.columns.tolist() == [("oh", "l2"), ("oh", "ne")]
+    assert result.table.columns.tolist() == [("oh", 0.01), ("oh", 1e6)]
 
 
-def test_ablation_rejects_a_field_that_is_a_curve():
-    with pytest.raises(ValueError):
-        ablation("scheme", ["oh"], TINY)
+def test_ablation_needs_a_field_besides_the_curves(cache):
+    with pytest.raises(ValueError, match="besides the curves"):
+        ablation(RunGroup("demo", TINY, {"scheme": ["oh"], "omega": ["l2"]}, "9", "test"))
 
 
 def test_progression():

@@ -55,7 +55,12 @@ _PAPER_SCHEMES = [scheme for scheme in SCHEMES if scheme != "sc"]
 
 
 class Run(NamedTuple):
-    """One run of a group: its config, its trained layer (``None`` if it diverged) and its history."""
+    """One run of a group: its config, its trained layer and its history (:meth:`RunGroup.run`).
+
+    >>> run = Run(TrainConfig(d=2, k=3, n=16), None, pd.DataFrame())
+    >>> run.config.d, run.model is None
+    (2, True)
+    """
 
     config: TrainConfig
     model: object
@@ -283,6 +288,12 @@ def main(argv=None) -> int:
     ``--workers`` (local cluster size, default one per core), ``--scheduler``
     (an existing Dask cluster; else ``$KMTRF_SCHEDULER``), ``--list`` (show
     the groups and stop). Returns 0, or 1 when a run failed.
+
+    >>> import contextlib, io
+    >>> with contextlib.redirect_stdout(io.StringIO()) as out:
+    ...     status = main(["--profile", "quick", "--list"])
+    >>> status, "figure2a" in out.getvalue()
+    (0, True)
     """
     parser = argparse.ArgumentParser(prog="python -m kmtrf_core.book.catalog",
                                      description="Train every missing run of the book's catalog on Dask.")

@@ -167,6 +167,15 @@ def plateau_figure(traces: dict, caption: str, readings=("nearest_share", "point
     matplotlib.figure.Figure
         Median over seeds with the range as a ribbon; a dotted vertical line
         per run where its median first falls below one Lloyd step.
+
+    Examples
+    --------
+    >>> trace = pd.DataFrame({"step": [0, 100, 200], "seed": 0, "val_relative_loss": [1.8, 0.9, 0.9],
+    ...                       "nearest_share": [0.3, 0.9, 0.9]})
+    >>> fig = plateau_figure({"OH": trace}, "a test", readings=("nearest_share",))
+    >>> [ax.get_title() for ax in fig.axes][:2]
+    ['relative validation loss (Eq. 20)', 'strongest point->center attention on the nearest center']
+    >>> plt.close(fig)
     """
     names = ["val_relative_loss", *readings]
     fig, axes = plt.subplots(2, math.ceil(len(names) / 2), figsize=(4.2 * math.ceil(len(names) / 2), 6.4),

@@ -198,6 +198,9 @@ def ablation(group: RunGroup, *, title: str = "", window: int = 10, note: str = 
     >>> plt.close(result.figure)
     """
     field = group.field
+    if field in SIX_CURVES:
+        raise ValueError(f"group {group.name!r} varies only {sorted(group.grid)}: an ablation needs a field "
+                         "besides the curves (scheme, omega)")
     values = group.grid[field]
     curves = [name for name in group.grid if name != field]
     base = group.base
