@@ -45,7 +45,7 @@ SCREENSHOTS  ?= $(if $(filter $(QUICK_SRC),$(BROWSER_BOOK)),$(QUICK)/screenshots
 CHROMIUM     := /usr/bin/chromium
 CHROMEDRIVER := /usr/bin/chromedriver
 
-.PHONY: venv mathjax chromium models book test browser-test clean
+.PHONY: venv mathjax chromium models book test fuzz browser-test clean
 
 venv: $(STAMP)
 
@@ -121,6 +121,12 @@ test: $(STAMP) $(MATHJAX) chromium
 	KMTRF_PROFILE=quick $(KERNEL_ENV) $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite $(QUICK_SRC)/book
 	$(BIN)/jupyter-book build $(QUICK_SRC) --all -W --keep-going
 	$(MAKE) --no-print-directory browser-test BROWSER_BOOK=$(QUICK_SRC)
+
+# The public API's contract (tests/test_contract.py) with many more examples per function than
+# make test runs; prints the outcome counts. `make fuzz FUZZ_EXAMPLES=2000` for more.
+FUZZ_EXAMPLES ?= 400
+fuzz: $(STAMP)
+	KMTRF_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest tests/test_contract.py -q -s -p no:cacheprovider
 
 # The browser tests alone, on an already built book (default: the one `make test` built).
 browser-test: $(STAMP) chromium

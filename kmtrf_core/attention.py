@@ -31,9 +31,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .validation import check_number, check_tensor
+from .validation import check_finite_result, check_int, check_number, check_same_dtype, check_tensor
 
-__all__ = ["sqdist", "attention_weights", "hardmax_weights", "distance_attention", "attend"]
+__all__ = ["sqdist", "squared_distances", "attention_weights", "hardmax_weights", "distance_attention", "attend"]
 
 IMPLS = ("direct", "sdpa")
 
@@ -41,12 +41,17 @@ IMPLS = ("direct", "sdpa")
 def sqdist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """Pairwise squared Euclidean distances by GEMM, clamped at 0.
 
+    Computed as ``|a|^2 + |b|^2 - 2 a.b`` after moving both sets by the first
+    point of ``B``: the distances do not change, and the expansion no longer
+    cancels when the data sit far from the origin, so float32 results do not
+    depend on where the data are (translation-equivariant to rounding).
+
     Parameters
     ----------
     A : torch.Tensor
-        ``(..., q, m)``.
+        ``(..., q, m)``, float32 or float64, finite, no empty dimension.
     B : torch.Tensor
-        ``(..., r, m)``.
+        ``(..., r, m)``, the same dtype; leading dimensions broadcast.
 
     Returns
     -------
@@ -54,11 +59,48 @@ def sqdist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
         ``(..., q, r)`` with entry ``(i, j) = |A_i - B_j|^2``: the paper's
         ``sqdist`` (Definition 2.2), transposed to rows.
 
+    Raises
+    ------
+    ValueError
+        For input that breaks :func:`~kmtrf_core.validation.check_tensor`,
+        mismatched ``m``, dtypes or leading dimensions, or distances that
+        overflow the dtype.
+
     Examples
     --------
     >>> sqdist(torch.tensor([[0., 0.]]), torch.tensor([[3., 4.], [1., 0.]]))
     tensor([[25.,  1.]])
+    >>> A, B = torch.rand(200, 4) + 1000, torch.rand(5, 4) + 1000  # float32, far from the origin
+    >>> error = sqdist(A, B) - sqdist(A.double(), B.double())
+    >>> bool(error.abs().max() < 1e-4)  # the plain expansion is off by about 0.06 here
+    True
     """
+    check_tensor(A, "A", None, min_rank=2)
+    check_tensor(B, "B", None, min_rank=2, last=A.shape[-1])
+    check_same_dtype(A, B, "A and B")
+    try:
+        torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"A and B must have broadcastable leading dimensions, got shapes {tuple(A.shape)} "
+                         f"and {tuple(B.shape)}") from None
+    return check_finite_result(squared_distances(A, B), "squared distances")
+
+
+def squared_distances(A: torch.Tensor, B: torch.Tensor, center: bool = True) -> torch.Tensor:
+    """:func:`sqdist` without input checks, for callers that checked their input (Lloyd, the losses).
+
+    ``center=False`` skips the shift by the mean of ``B``: the exact
+    ``gamma = inf`` attention of the layer keeps the plain expansion, whose
+    exact ties (the averaging hardmax of Eq. 18) a shift could round apart.
+
+    >>> squared_distances(torch.tensor([[0., 0.]]), torch.tensor([[3., 4.]]))
+    tensor([[25.]])
+    """
+    if center:
+        # distances are unchanged by a common shift; by one of B's own points, x - b is exact whenever
+        # x and b lie within a factor 2 of each other (Sterbenz), and integer-valued data stay exact
+        shift = B[..., :1, :]  # (..., 1, m)
+        A, B = A - shift, B - shift
     a2 = (A * A).sum(-1, keepdim=True)  # (..., q, 1)
     b2 = (B * B).sum(-1).unsqueeze(-2)  # (..., 1, r)
     return (a2 + b2 - 2.0 * (A @ B.transpose(-1, -2))).clamp_min_(0.0)
@@ -74,7 +116,8 @@ def hardmax_weights(D: torch.Tensor) -> torch.Tensor:
     Parameters
     ----------
     D : torch.Tensor
-        ``(..., q, r)`` distances (or any scores to minimize).
+        ``(..., q, r)`` distances (or any scores to minimize), float32 or
+        float64, finite, no empty dimension.
 
     Returns
     -------
@@ -87,6 +130,11 @@ def hardmax_weights(D: torch.Tensor) -> torch.Tensor:
     tensor([[0.0000, 0.5000, 0.5000],
             [1.0000, 0.0000, 0.0000]])
     """
+    check_tensor(D, "D", None, min_rank=1)
+    return _hardmax(D)
+
+
+def _hardmax(D: torch.Tensor) -> torch.Tensor:
     W = (D == D.amin(-1, keepdim=True)).to(D.dtype)
     return W / W.sum(-1, keepdim=True)
 
@@ -122,9 +170,21 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, gamma: float, d_emb: int
     >>> attention_weights(q, k, 1.0).sum().item()
     1.0
     """
+    check_tensor(q, "q", None, min_rank=2)
+    check_tensor(k, "k", None, min_rank=2, last=q.shape[-1])
+    check_same_dtype(q, k, "q and k")
     gamma = check_number(gamma, "gamma", allow_inf=True)
+    if d_emb is not None:
+        check_int(d_emb, "d_emb")
     if math.isinf(gamma):
-        return hardmax_weights(sqdist(q, k))
+        return _hardmax(check_finite_result(squared_distances(q, k, center=False), "squared distances"))
+    return check_finite_result(_weights(q, k, gamma, d_emb), "attention logits")
+
+
+def _weights(q: torch.Tensor, k: torch.Tensor, gamma: float, d_emb: int | None = None) -> torch.Tensor:
+    """:func:`attention_weights` without input checks (the model's hot path)."""
+    if math.isinf(gamma):
+        return _hardmax(squared_distances(q, k, center=False))
     scale = gamma / math.sqrt(q.shape[-1] if d_emb is None else d_emb)
     # the scale goes on the (q, m) and (r,) factors, not on the (q, r) logits: one pass less over the big array
     logits = (2.0 * scale * q) @ k.transpose(-1, -2) - scale * (k * k).sum(-1).unsqueeze(-2)  # (..., q, r)
@@ -236,7 +296,7 @@ def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | No
             scale=gamma / math.sqrt(m),
         )
         return out[..., :m].reshape(*lead, q.shape[-2], m)
-    W = attention_weights(q, k, gamma)  # (..., q, r)
+    W = _weights(q, k, gamma)  # (..., q, r)
     if trace is not None:
         trace[name] = W
     return W @ v

@@ -32,7 +32,7 @@ from .attention import hardmax_weights, sqdist
 from .embeddings import cluster_codes
 from .lloyd import lloyd
 from .model import ClusterTransformer, lloyd_weights  # lloyd_weights lives with the layer it fills
-from .validation import check_number, check_points_centers
+from .validation import check_number, check_points_centers, check_tensor
 
 __all__ = ["lloyd_weights", "code_geometry", "code_lloyd_step", "layer_trace", "finite_gamma_error"]
 
@@ -121,6 +121,9 @@ def code_lloyd_step(X: torch.Tensor, C: torch.Tensor, codes: torch.Tensor) -> to
     [0.5, 9.5, 0.5]
     """
     check_points_centers(X, C)
+    check_tensor(codes, "codes", 2)
+    if codes.shape[0] != C.shape[1]:
+        raise ValueError(f"codes must have one row per center, got {codes.shape[0]} rows for k={C.shape[1]}")
     codes = codes.to(X.dtype)
     Y = codes[sqdist(X, C).argmin(dim=-1)]  # (B, n, m)
     W = hardmax_weights(sqdist(codes.expand(X.shape[0], -1, -1), Y))  # (B, k, n)

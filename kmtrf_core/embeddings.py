@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .validation import check_choice, check_int, check_points_centers
+from .validation import check_choice, check_int, check_points_centers, check_same_dtype, check_tensor
 
 __all__ = [
     "SCHEMES",
@@ -247,13 +247,18 @@ def embed(
     >>> Xb.shape, Cb.shape
     (torch.Size([2, 7, 6]), torch.Size([2, 5, 6]))
     """
-    if X.dim() == 3:
+    if isinstance(X, torch.Tensor) and isinstance(C, torch.Tensor) and X.dim() == 4 and C.dim() == 4:
+        check_points_centers(X.flatten(0, 1), C.flatten(0, 1))  # an ensemble's (S, B, ., d) tasks
+    else:
         check_points_centers(X, C)
     k = C.shape[-2]
     if codes is None:
         codes = cluster_codes(k, scheme, dtype=X.dtype, device=X.device)  # (k, m)
-    elif codes.dim() != 2 or codes.shape[0] != k:
-        raise ValueError(f"codes must have shape (k, m) with k={k}, got {tuple(codes.shape)}")
+    else:
+        check_tensor(codes, "codes", 2, nonempty=False)
+        check_same_dtype(X, codes, "X and codes")
+        if codes.shape[0] != k:
+            raise ValueError(f"codes must have shape (k, m) with k={k}, got {tuple(codes.shape)}")
     m = codes.shape[1]
     X_bar = torch.cat([X, X.new_zeros(X.shape[:-1] + (m,))], dim=-1)  # (B, n, d_emb)
     C_bar = torch.cat([C, codes.expand(C.shape[:-1] + (m,))], dim=-1)  # (B, k, d_emb)

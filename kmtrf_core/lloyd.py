@@ -96,12 +96,15 @@ def _step(X: torch.Tensor, C: torch.Tensor, empty: str):
     a = sqdist(X, C).argmin(dim=-1)  # (B, n)
     onehot = torch.nn.functional.one_hot(a, C.shape[1]).to(X.dtype)  # (B, n, k)
     counts = onehot.sum(dim=1)  # (B, k)
-    sums = onehot.transpose(1, 2) @ X  # (B, k, d)
+    # sums of points taken relative to the centers' mean, so float32 means do not lose digits to where
+    # the data sit (translation-equivariant to rounding)
+    shift = C[:, :1, :]  # (B, 1, d): a center, so x - shift is exact near the data (Sterbenz)
+    sums = onehot.transpose(1, 2) @ (X - shift)  # (B, k, d)
     is_empty = counts == 0
     if empty == "error" and bool(is_empty.any()):
         tasks = torch.nonzero(is_empty.any(dim=1)).flatten().tolist()
         raise ValueError(f"empty cluster in tasks {tasks[:10]} (empty='error')")
-    means = sums / counts.clamp_min(1).unsqueeze(-1)
+    means = sums / counts.clamp_min(1).unsqueeze(-1) + shift
     C_new = torch.where(is_empty.unsqueeze(-1), C, means)
     return C_new, a, counts
 

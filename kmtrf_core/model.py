@@ -26,6 +26,11 @@ from .embeddings import cluster_codes, embed
 __all__ = ["ClusterTransformer", "check_model", "lloyd_weights"]
 
 
+GAMMA_MAX = 1e20
+"""The largest finite inverse temperature: ``gamma / sqrt(d_emb)`` times a logit of unit-cube tasks stays
+far inside float32's range (use ``math.inf`` for the exact limit)."""
+
+
 def lloyd_weights(d: int, m: int, dtype: torch.dtype = torch.float64, device=None):
     """Projections ``(Q, K, V)``, each ``(4, d + m, d + m)``, of the proof of Theorem B.1.
 
@@ -129,6 +134,9 @@ class ClusterTransformer(nn.Module):
         self.d = check_int(d, "d")
         self.k = check_int(k, "k", minimum=2)
         self.gamma = check_number(gamma, "gamma", allow_inf=True)
+        if math.isfinite(self.gamma) and self.gamma > GAMMA_MAX:
+            raise ValueError(f"gamma must be at most {GAMMA_MAX:g} (beyond it the scaled logits overflow), or "
+                             f"math.inf for the exact limit; got {gamma!r}")
         self.impl = check_choice(impl, "impl", IMPLS)
         if codes is None:
             self.scheme = check_choice(scheme, "scheme", SCHEMES)

@@ -46,10 +46,7 @@ OMEGAS = ("ne", "l2")
 
 
 def _check_scores(z, name: str) -> torch.Tensor:
-    check_tensor(z, name, None)
-    if z.dim() < 1 or z.shape[-1] < 1:
-        raise ValueError(f"{name} must have a non-empty last dimension, got shape {tuple(z.shape)}")
-    return z
+    return check_tensor(z, name, None, min_rank=1)
 
 
 def sparsemax_threshold(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,6 +76,13 @@ def sparsemax_threshold(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     >>> sparsemax_threshold(torch.tensor([1.7e7, 0.0]))[1].item()  # float32, beyond 2**24: still the top one
     1
     """
+    _check_scores(z, "z")
+    kappa, N, top = _threshold(z)
+    return kappa + top.squeeze(-1), N
+
+
+def _threshold(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(kappa(z - top), N(z), top)`` with ``top`` the row maximum ``(..., 1)``."""
     # shifted by the maximum first: kappa(z - c) = kappa(z) - c, and the top entry is then exactly 0,
     # so it is always in the support even where the cumulative sum of large scores loses precision
     top = z.amax(dim=-1, keepdim=True)
@@ -88,14 +92,14 @@ def sparsemax_threshold(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     support = 1.0 + ranks * z_sorted > cumsum  # a prefix of True
     N = support.sum(dim=-1).clamp_min(1)  # >= 1: the top entry, 0, is in the support (NaN input aside)
     kappa = (cumsum.gather(-1, (N - 1).unsqueeze(-1)).squeeze(-1) - 1.0) / N.to(z.dtype)
-    return kappa + top.squeeze(-1), N
+    return kappa, N, top
 
 
 class _Sparsemax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, z):
-        kappa, _ = sparsemax_threshold(z)
-        p = (z - kappa.unsqueeze(-1)).clamp_min(0.0)
+        kappa, _, top = _threshold(z)
+        p = ((z - top) - kappa.unsqueeze(-1)).clamp_min(0.0)  # in shifted scores: no digits lost to the shift
         ctx.save_for_backward(p)
         return p
 
@@ -162,9 +166,12 @@ def regularized_weights(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) ->
     """
     omega, tau = check_choice(omega, "omega", OMEGAS), check_number(tau, "tau")
     _check_scores(r, "r")
+    # both maps are invariant to a shift of the scores: shifted so the best is exactly 0, a tiny tau
+    # sends the others to -inf (weight 0) instead of every score to -inf (NaN)
+    z = -(r - r.detach().amin(dim=-1, keepdim=True)) / tau
     if omega == "ne":
-        return torch.softmax(-r / tau, dim=-1)
-    return _Sparsemax.apply(-r / tau)
+        return torch.softmax(z, dim=-1)
+    return _Sparsemax.apply(z)
 
 
 def smoothed_point_losses(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
@@ -254,6 +261,7 @@ def weight_gap(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Te
     >>> weight_gap(r, "l2", 0.1).round(decimals=4)
     tensor([0.3536, 0.0000])
     """
+    _check_scores(r, "r")
     P_hard = torch.nn.functional.one_hot(r.argmin(dim=-1), r.shape[-1]).to(r.dtype)
     return (P_hard - regularized_weights(r, omega, tau)).norm(dim=-1)
 
@@ -422,5 +430,8 @@ def sparsemax_is_tight(r: torch.Tensor, tau: float) -> torch.Tensor:
     tensor([ True, False])
     """
     tau = check_number(tau, "tau")
+    _check_scores(r, "r")
+    if r.shape[-1] < 2:
+        raise ValueError(f"r must hold at least 2 distances per row, got shape {tuple(r.shape)}")
     two = r.topk(2, dim=-1, largest=False).values
     return (two[..., 1] - two[..., 0]) >= tau

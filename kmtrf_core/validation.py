@@ -27,7 +27,8 @@ import math
 
 import torch
 
-__all__ = ["check_int", "check_choice", "check_number", "check_clusters", "check_tensor", "check_points_centers"]
+__all__ = ["FLOAT_DTYPES", "check_choice", "check_clusters", "check_finite_result", "check_int", "check_number",
+           "check_points_centers", "check_same_dtype", "check_tensor"]
 
 
 def _is_int(value) -> bool:
@@ -104,26 +105,94 @@ def check_clusters(k, n, name: str = "k") -> int:
     return k
 
 
-def check_tensor(x, name: str, rank: int | None, last: int | None = None) -> torch.Tensor:
-    """A floating tensor of the given rank (any rank for ``None``) with finite entries.
+FLOAT_DTYPES = (torch.float32, torch.float64)
+"""The dtypes the package computes in; anything else is refused by :func:`check_tensor`."""
 
+
+def check_tensor(x, name: str, rank: int | None, last: int | None = None, *, min_rank: int = 0,
+                 nonempty: bool = True) -> torch.Tensor:
+    """A float32 or float64 tensor of the given rank (any rank for ``None``) with finite entries.
+
+    Parameters
+    ----------
+    x : object
+        The argument.
+    name : str
+        Its name, for the message.
+    rank : int or None
+        The exact rank, or ``None``.
+    last : int, optional
+        The required size of the last dimension.
+    min_rank : int
+        With ``rank=None``, the least rank.
+    nonempty : bool
+        Refuse a tensor with a dimension of size 0.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and what was expected: not a tensor, a dtype other than
+        float32/float64 (float16, integers and bool are not cast silently), a
+        wrong rank or last dimension, an empty dimension, or NaN/inf entries.
+
+    Examples
+    --------
     >>> check_tensor(torch.zeros(2, 3), "X", 2, last=3).shape
     torch.Size([2, 3])
     >>> check_tensor(torch.tensor([1.0, float("inf")]), "z", None)
     Traceback (most recent call last):
     ...
     ValueError: z has non-finite values (nan or inf)
+    >>> check_tensor(torch.zeros(2, 3, dtype=torch.float16), "X", 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: X must be a float32 or float64 tensor, got dtype torch.float16 (convert it with .float() or .double())
+    >>> check_tensor(torch.zeros(2, 0), "X", 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: X must not have an empty dimension, got shape (2, 0)
     """
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if rank is not None and x.dim() != rank:
         raise ValueError(f"{name} must have rank {rank}, got shape {tuple(x.shape)}")
-    if not x.is_floating_point():
-        raise ValueError(f"{name} must be a floating tensor, got dtype {x.dtype}")
+    if rank is None and x.dim() < min_rank:
+        raise ValueError(f"{name} must have rank >= {min_rank}, got shape {tuple(x.shape)}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name} must be a float32 or float64 tensor, got dtype {x.dtype} "
+                         "(convert it with .float() or .double())")
     if last is not None and x.shape[-1] != last:
         raise ValueError(f"{name} must have last dimension {last}, got shape {tuple(x.shape)}")
+    if nonempty and 0 in x.shape:
+        raise ValueError(f"{name} must not have an empty dimension, got shape {tuple(x.shape)}")
     if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} has non-finite values (nan or inf)")
+    return x
+
+
+def check_same_dtype(a: torch.Tensor, b: torch.Tensor, names: str) -> None:
+    """Two tensors of one dtype, or a ``ValueError`` naming both.
+
+    >>> check_same_dtype(torch.zeros(1), torch.zeros(1, dtype=torch.float64), "X and C")
+    Traceback (most recent call last):
+    ...
+    ValueError: X and C must share a dtype, got torch.float32 and torch.float64
+    """
+    if a.dtype != b.dtype:
+        raise ValueError(f"{names} must share a dtype, got {a.dtype} and {b.dtype}")
+
+
+def check_finite_result(x: torch.Tensor, what: str) -> torch.Tensor:
+    """A computed tensor that must be finite; else a ``ValueError`` saying the input's range overflowed.
+
+    >>> check_finite_result(torch.tensor([1.0, float("inf")]), "squared distances")
+    Traceback (most recent call last):
+    ...
+    ValueError: squared distances overflow torch.float32 at this input's scale; rescale the data (for example with kmtrf_core.to_unit_cube) or use float64
+    """
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{what} overflow {x.dtype} at this input's scale; rescale the data (for example "
+                         "with kmtrf_core.to_unit_cube) or use float64")
     return x
 
 
@@ -150,6 +219,5 @@ def check_points_centers(X, C, k_le_n: bool = True) -> tuple[torch.Tensor, torch
         raise ValueError(f"C must hold k >= 2 centers, got k={k}")
     if k_le_n:
         check_clusters(k, n)
-    if X.dtype != C.dtype:
-        raise ValueError(f"X and C must share a dtype, got {X.dtype} and {C.dtype}")
+    check_same_dtype(X, C, "X and C")
     return X, C

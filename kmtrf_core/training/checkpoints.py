@@ -23,6 +23,7 @@ import hashlib
 import io
 import os
 import tempfile
+from glob import escape as glob_escape
 from pathlib import Path
 
 import torch
@@ -30,7 +31,8 @@ import torch
 from ..model import ClusterTransformer
 from .config import TrainConfig
 
-__all__ = ["CorruptFileError", "atomic_save", "load_checkpoint", "load_file", "load_weights", "weights_of"]
+__all__ = ["CorruptFileError", "atomic_save", "load_checkpoint", "load_file", "load_weights",
+           "remove_stale_temporaries", "weights_of"]
 
 WEIGHTS = ("Q", "K", "V")
 MAGIC = b"kmtrf-checkpoint 1 "
@@ -108,6 +110,31 @@ def atomic_save(obj, path) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def remove_stale_temporaries(path) -> list:
+    """Delete the temporary files that an :func:`atomic_save` of ``path`` left behind when it was killed.
+
+    Called when a run starts (:func:`~kmtrf_core.training.train` with a
+    checkpoint, :func:`~kmtrf_core.training.train_cached`), so a killed run's
+    ``<name>XXXX.tmp`` files do not pile up. Only temporaries of this one file
+    are touched.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = Path(folder, "checkpoint.ptab12.tmp").write_bytes(b"half")
+    ...     _ = Path(folder, "other.ptcd34.tmp").write_bytes(b"not ours")
+    ...     removed = remove_stale_temporaries(Path(folder) / "checkpoint.pt")
+    ...     [p.name for p in removed], sorted(p.name for p in Path(folder).iterdir())
+    (['checkpoint.ptab12.tmp'], ['other.ptcd34.tmp'])
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    stale = [p for p in path.parent.glob(f"{glob_escape(path.name)}*.tmp") if p.is_file()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
 
 
 def load_file(path, map_location="cpu"):

@@ -43,7 +43,7 @@ from ..model import ClusterTransformer
 from ..objectives import smoothed_kmeans_loss
 from ..tasks import sample_tasks
 from ..validation import check_int
-from .checkpoints import atomic_save, load_checkpoint, load_weights, weights_of
+from .checkpoints import atomic_save, load_checkpoint, load_weights, remove_stale_temporaries, weights_of
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config
 from .convergence import is_flat
 
@@ -176,6 +176,9 @@ def train(
             if not math.isnan(vl):
                 curve.setdefault(st, []).append(vl)
         curve = {st: _median(vals) for st, vals in curve.items()}
+
+    if checkpoint is not None:
+        remove_stale_temporaries(checkpoint)
 
     def save(step: int) -> None:
         atomic_save(

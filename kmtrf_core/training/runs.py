@@ -31,7 +31,7 @@ from ..evaluate import evaluate_models
 from ..model import ClusterTransformer
 from ..tasks import FAMILIES, family_tasks
 from ..validation import check_choice
-from .checkpoints import atomic_save, load_file, load_weights, weights_of
+from .checkpoints import atomic_save, load_file, load_weights, remove_stale_temporaries, weights_of
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config
 from .loop import train
 
@@ -236,6 +236,7 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
         if config.snapshots:
             history.attrs["snapshots"] = state["snapshots"]
         return model.eval(), history
+    remove_stale_temporaries(path)
     try:
         model, history = train(config, progress=progress)
     except TrainingDiverged as err:
