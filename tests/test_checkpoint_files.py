@@ -137,3 +137,43 @@ def test_cli_names_an_unavailable_device_and_a_seed_too_large(tmp_path):
                           (("--val-seed", str(2**70)), "--val-seed must be at most")):
         done = _cli("--out", str(tmp_path / "run"), *args, cwd=tmp_path)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_sigkill_at_random_moments_then_resume_reproduces_the_run_bit_for_bit(tmp_path):
+    import random
+    import signal
+    import time
+
+    import pandas as pd
+
+    args = ["--d", "2", "--k", "3", "--n", "16", "--steps", "80", "--batch", "4", "--val-tasks", "4",
+            "--val-every", "10", "--checkpoint-every", "3", "--scheme", "oh"]
+    base = [sys.executable, "-m", "kmtrf_core.training", *args]
+    whole = tmp_path / "whole"
+    subprocess.run(base + ["--out", str(whole)], check=True, capture_output=True, timeout=300)
+    killed = tmp_path / "killed"
+    rng, kills = random.Random(0), 0
+    for attempt in range(20):
+        resume = ["--resume"] if (killed / "checkpoint.pt").exists() else []
+        process = subprocess.Popen(base + ["--out", str(killed), *resume], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(1.5, 4.0))  # torch's import takes about a second; then it trains
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            kills += 1
+            continue
+        assert process.returncode == 0
+        break
+    else:
+        pytest.fail("the run never finished")
+    if not (killed / "history.csv").exists():  # the last kill came after the final checkpoint
+        subprocess.run(base + ["--out", str(killed), "--resume"], check=True, capture_output=True, timeout=300)
+    assert kills >= 1
+    a, b = load_file(whole / "checkpoint.pt"), load_file(killed / "checkpoint.pt")
+    for name in ("Q", "K", "V"):
+        assert torch.equal(a["weights"][name], b["weights"][name])
+    columns = ["step", "seed", "train_loss", "val_relative_loss"]
+    pd.testing.assert_frame_equal(pd.read_csv(whole / "history.csv")[columns],
+                                  pd.read_csv(killed / "history.csv")[columns])
+    assert not list(killed.glob("*.tmp"))
