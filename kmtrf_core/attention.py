@@ -49,7 +49,7 @@ def sqdist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     Parameters
     ----------
     A : torch.Tensor
-        ``(..., q, m)``, float32 or float64, finite, no empty dimension.
+        ``(..., q, m)``, float32 or float64, finite, no empty dimension but ``m``.
     B : torch.Tensor
         ``(..., r, m)``, the same dtype; leading dimensions broadcast.
 
@@ -75,8 +75,12 @@ def sqdist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     >>> bool(error.abs().max() < 1e-4)  # the plain expansion is off by about 0.06 here
     True
     """
-    check_tensor(A, "A", None, min_rank=2)
-    check_tensor(B, "B", None, min_rank=2, last=A.shape[-1])
+    check_tensor(A, "A", None, min_rank=2, nonempty=False)
+    check_tensor(B, "B", None, min_rank=2, last=A.shape[-1], nonempty=False)
+    for name, x in (("A", A), ("B", B)):
+        if 0 in x.shape[:-1]:  # m = 0 is allowed: points without coordinates (NA's codes) are all at distance 0
+            raise ValueError(f"{name} must not have an empty dimension other than the last, got shape "
+                             f"{tuple(x.shape)}")
     check_same_dtype(A, B, "A and B")
     try:
         torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
