@@ -90,6 +90,10 @@ def relative_loss(
     with torch.no_grad():
         if reference is None:
             reference = kmeans_objective(X, lloyd(X, C))  # (B,)
+        if not bool((reference > 0).all()):
+            tasks = torch.nonzero(reference <= 0).flatten().tolist()[:10]
+            raise ValueError(f"one Lloyd step reaches zero k-means loss on tasks {tasks} (every point on a "
+                             "center): the relative loss of Eq. 20 is undefined there")
         out = []
         for start in range(0, X.shape[0], chunk):
             Xc, Cc = X[start : start + chunk], C[start : start + chunk]

@@ -168,16 +168,6 @@ def test_extreme_tau_keeps_the_contract(pair, tau, omega):
     check_contract(f"smoothed_kmeans_loss[{omega}]", K.smoothed_kmeans_loss, *pair, omega=omega, tau=tau)
 
 
-def test_zz_report():
-    """Prints the outcome counts (``make fuzz`` shows them with ``-s``)."""
-    totals = collections.Counter()
-    for (_, outcome), count in OUTCOMES.items():
-        totals[outcome] += count
-    print(f"\ncontract calls: {sum(totals.values())}; " + ", ".join(f"{k}: {v}" for k, v in sorted(totals.items())))
-    for name, problem in PROBLEMS[:20]:
-        print(f"  {name}: {problem}")
-
-
 def _size(t, axis, default):
     """A size read off a fuzzed tensor for building a matching model, or a default."""
     if isinstance(t, torch.Tensor) and t.dim() == 3 and t.shape[axis] >= 2:
@@ -281,3 +271,13 @@ def test_a_float64_layer_on_float32_tasks_names_both_dtypes():
     X, C = K.sample_tasks(2, 10, 4, 5, generator=0)
     with pytest.raises(ValueError, match="float32.*float64|float64.*float32"):
         model(X, C)
+
+
+def test_zz_report():  # last in the file: pytest runs tests in file order
+    """Prints the outcome counts (``make fuzz`` shows them with ``-s``)."""
+    totals = collections.Counter()
+    for (_, outcome), count in OUTCOMES.items():
+        totals[outcome] += count
+    print(f"\ncontract calls: {sum(totals.values())}; " + ", ".join(f"{k}: {v}" for k, v in sorted(totals.items())))
+    for name, problem in PROBLEMS[:20]:
+        print(f"  {name}: {problem}")
