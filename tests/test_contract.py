@@ -265,6 +265,17 @@ def test_a_float64_layer_on_float32_tasks_names_both_dtypes():
         model(X, C)
 
 
+SIZES = st.sampled_from([0, 1, 2, 3, 5, -1, True, 2.5, None, "2", 10**20])
+
+
+@SETTINGS
+@given(SIZES, SIZES, SIZES, SIZES, st.sampled_from(["sample_tasks", "family_tasks", "shifted_tasks"]))
+def test_the_task_samplers_keep_the_contract(B, n, d, k, name):
+    samplers = {"sample_tasks": K.sample_tasks, "family_tasks": K.family_tasks,
+                "shifted_tasks": lambda *sizes: K.shifted_tasks(None, *sizes)}
+    check_contract(name, samplers[name], B, n, d, k)
+
+
 def test_zz_report():  # last in the file: pytest runs tests in file order
     """Prints the outcome counts (``make fuzz`` shows them with ``-s``)."""
     totals = collections.Counter()
