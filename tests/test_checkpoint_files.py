@@ -146,29 +146,28 @@ def test_sigkill_at_random_moments_then_resume_reproduces_the_run_bit_for_bit(tm
 
     import pandas as pd
 
-    args = ["--d", "2", "--k", "3", "--n", "16", "--steps", "80", "--batch", "4", "--val-tasks", "4",
+    args = ["--d", "2", "--k", "3", "--n", "16", "--steps", "300", "--batch", "4", "--val-tasks", "4",
             "--val-every", "10", "--checkpoint-every", "3", "--scheme", "oh"]
     base = [sys.executable, "-m", "kmtrf_core.training", *args]
     whole = tmp_path / "whole"
+    start = time.perf_counter()
     subprocess.run(base + ["--out", str(whole)], check=True, capture_output=True, timeout=300)
+    duration = time.perf_counter() - start  # import and training: kills land inside it on any machine
     killed = tmp_path / "killed"
     rng, kills = random.Random(0), 0
-    for attempt in range(20):
+    for attempt in range(3):  # three kills at random moments, each resuming from the last checkpoint
         resume = ["--resume"] if (killed / "checkpoint.pt").exists() else []
         process = subprocess.Popen(base + ["--out", str(killed), *resume], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(1.5, 4.0))  # torch's import takes about a second; then it trains
+        time.sleep(rng.uniform(0.2, 0.7) * duration)
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             process.wait()
             kills += 1
-            continue
-        assert process.returncode == 0
-        break
-    else:
-        pytest.fail("the run never finished")
-    if not (killed / "history.csv").exists():  # the last kill came after the final checkpoint
-        subprocess.run(base + ["--out", str(killed), "--resume"], check=True, capture_output=True, timeout=300)
+        else:
+            assert process.returncode == 0
+    resume = ["--resume"] if (killed / "checkpoint.pt").exists() else []
+    subprocess.run(base + ["--out", str(killed), *resume], check=True, capture_output=True, timeout=300)
     assert kills >= 1
     a, b = load_file(whole / "checkpoint.pt"), load_file(killed / "checkpoint.pt")
     for name in ("Q", "K", "V"):
