@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from .validation import check_finite_result, check_int, check_number, check_same_dtype, check_tensor
 
-__all__ = ["sqdist", "squared_distances", "attention_weights", "hardmax_weights", "distance_attention", "attend"]
+__all__ = ["sqdist", "squared_distances", "task_sqdist", "attention_weights", "hardmax_weights", "distance_attention", "attend"]
 
 IMPLS = ("direct", "sdpa")
 
@@ -87,7 +87,20 @@ def sqdist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     except RuntimeError:
         raise ValueError(f"A and B must have broadcastable leading dimensions, got shapes {tuple(A.shape)} "
                          f"and {tuple(B.shape)}") from None
-    return check_finite_result(squared_distances(A, B), "squared distances")
+    return task_sqdist(A, B)
+
+
+def task_sqdist(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """:func:`sqdist` for tasks the caller has already checked (Lloyd, the losses): no input checks again.
+
+    The shift and the overflow check stay, so an overflow is still a
+    ``ValueError``, never an ``inf``; only the second pass of input checks
+    (ranks, dtypes, finiteness) on the hot path of training is skipped.
+
+    >>> task_sqdist(torch.tensor([[[0., 0.]]]), torch.tensor([[[3., 4.], [1., 0.]]]))
+    tensor([[[25.,  1.]]])
+    """
+    return check_finite_result(squared_distances(X, C), "squared distances")
 
 
 def squared_distances(A: torch.Tensor, B: torch.Tensor, center: bool = True) -> torch.Tensor:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import torch
 
 from .validation import check_choice, check_int, check_points_centers
-from .attention import sqdist
+from .attention import task_sqdist
 
 __all__ = [
     "assign",
@@ -63,7 +63,7 @@ def assign(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     [[0, 0, 1]]
     """
     check_points_centers(X, C)
-    return sqdist(X, C).argmin(dim=-1)
+    return task_sqdist(X, C).argmin(dim=-1)
 
 
 def kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
@@ -89,11 +89,11 @@ def kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     tensor([1.])
     """
     check_points_centers(X, C, k_le_n=False)
-    return sqdist(X, C).amin(dim=-1).sum(dim=-1)
+    return task_sqdist(X, C).amin(dim=-1).sum(dim=-1)
 
 
 def _step(X: torch.Tensor, C: torch.Tensor, empty: str):
-    a = sqdist(X, C).argmin(dim=-1)  # (B, n)
+    a = task_sqdist(X, C).argmin(dim=-1)  # (B, n)
     onehot = torch.nn.functional.one_hot(a, C.shape[1]).to(X.dtype)  # (B, n, k)
     counts = onehot.sum(dim=1)  # (B, k)
     # sums of points taken relative to the centers' mean, so float32 means do not lose digits to where

@@ -24,7 +24,7 @@ import math
 import torch
 
 from .validation import check_choice, check_int, check_number, check_points_centers, check_tensor
-from .attention import sqdist
+from .attention import task_sqdist
 from .lloyd import kmeans_objective
 
 __all__ = [
@@ -202,7 +202,7 @@ def smoothed_point_losses(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", t
     tensor([[2.6900, 3.4800, 2.6900]])
     """
     check_points_centers(X, C, k_le_n=False)
-    r = sqdist(X, C)  # (B, n, k)
+    r = task_sqdist(X, C)  # (B, n, k)
     return (regularized_weights(r, omega, tau) * r).sum(dim=-1)
 
 
@@ -369,7 +369,7 @@ def smoothing_gap(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: floa
     True
     """
     check_points_centers(X, C, k_le_n=False)
-    r = sqdist(X, C)
+    r = task_sqdist(X, C)
     smooth = (regularized_weights(r, omega, tau) * r).sum(dim=-1)
     return (smooth - r.amin(dim=-1)).clamp_min(0.0)
 
