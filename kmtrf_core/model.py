@@ -94,6 +94,18 @@ class ClusterTransformer(nn.Module):
         the forward maps tasks ``(B, n, d)`` (shared) or ``(S, B, n, d)`` (one
         batch per member) to centers ``(S, B, k, d)``. See :meth:`stack` and
         :meth:`members`.
+    center : bool
+        Run the layer on the task moved so that its centers' mean sits at the
+        origin, and move the new centers back. Squared-distance attention forms
+        ``|q|^2 + |k|^2 - 2 q.k``, which cancels catastrophically for data far
+        from the origin (in float32, assignments flip at offsets of about 100 on
+        unit-scale data); centering removes that. It is exact in real
+        arithmetic for a layer that is translation-equivariant, as the
+        constructed layer of :meth:`from_lloyd` is at every gamma, and
+        :meth:`from_lloyd` turns it on. A *learned* layer is not
+        translation-equivariant (its projections mix coordinates with codes),
+        so it is off by default: such a layer sees tasks where it was trained,
+        scaled into the unit cube (:func:`~kmtrf_core.tasks.to_unit_cube`).
 
     Attributes
     ----------
@@ -126,8 +138,12 @@ class ClusterTransformer(nn.Module):
         device=None,
         impl: str = "direct",
         ensemble: int | None = None,
+        center: bool = False,
     ) -> None:
         super().__init__()
+        if not isinstance(center, bool):
+            raise ValueError(f"center must be True or False, got {center!r}")
+        self.center = center
         if ensemble is not None:
             check_int(ensemble, "ensemble")
         self.ensemble = ensemble
@@ -164,7 +180,8 @@ class ClusterTransformer(nn.Module):
         self.Q, self.K, self.V = init(), init(), init()
 
     def extra_repr(self) -> str:
-        return f"d={self.d}, k={self.k}, scheme={self.scheme!r}, d_emb={self.d_emb}, gamma={self.gamma}"
+        center = ", center=True" if self.center else ""
+        return f"d={self.d}, k={self.k}, scheme={self.scheme!r}, d_emb={self.d_emb}, gamma={self.gamma}{center}"
 
     def num_parameters(self) -> int:
         """Number of trainable parameters, ``12 d_emb^2``."""
@@ -226,14 +243,21 @@ class ClusterTransformer(nn.Module):
         torch.Tensor or tuple
             Centers ``(B, k, d)`` (``(S, B, k, d)`` for an ensemble): the first
             ``d`` coordinates of the center tokens; with ``return_embeddings``,
-            ``(centers, X_bar, C_bar)``.
+            ``(centers, X_bar, C_bar)`` (the embeddings of the centered task
+            when :attr:`center` is on).
         """
         X, C = self.prepare_tasks(X, C)
         check_int(steps, "steps")
+        origin = None
+        if self.center:
+            origin = C.mean(dim=-2, keepdim=True)  # (..., 1, d), per task
+            X, C = X - origin, C - origin
         X_bar, C_bar = self.embed(X, C)
         for _ in range(steps):
             X_bar, C_bar = self.layer(X_bar, C_bar)
         centers = C_bar[..., : self.d]  # (B, k, d)
+        if origin is not None:
+            centers = centers + origin
         if return_embeddings:
             return centers, X_bar, C_bar
         return centers
@@ -283,12 +307,13 @@ class ClusterTransformer(nn.Module):
         # a private generator: building the copy must not move torch's global random state
         scratch = torch.Generator(device=self.Q.device).manual_seed(0)
         return ClusterTransformer(self.d, self.k, self.scheme, self.gamma, impl=self.impl, ensemble=ensemble,
+                                  center=self.center,
                                   codes=self.codes if self.scheme == "custom" else None,
                                   dtype=self.Q.dtype, device=self.Q.device, generator=scratch)
 
     def hyperparameters(self) -> dict:
-        """``d, k, scheme, gamma, impl``: what two layers must share to be stacked."""
-        return dict(d=self.d, k=self.k, scheme=self.scheme, gamma=self.gamma, impl=self.impl)
+        """``d, k, scheme, gamma, impl, center``: what two layers must share to be stacked."""
+        return dict(d=self.d, k=self.k, scheme=self.scheme, gamma=self.gamma, impl=self.impl, center=self.center)
 
     @classmethod
     def stack(cls, models) -> "ClusterTransformer":
@@ -307,7 +332,7 @@ class ClusterTransformer(nn.Module):
         first = models[0]
         if any(m.hyperparameters() != first.hyperparameters() or not torch.equal(m.codes, first.codes)
                for m in models):
-            raise ValueError("models must share d, k, scheme, codes, gamma and impl")
+            raise ValueError("models must share d, k, scheme, codes, gamma, impl and center")
         ens = first.like(ensemble=len(models))
         states = [m.state_dict() for m in models]
         ens.load_state_dict({name: torch.stack([state[name] for state in states]) if name in "QKV" else value
@@ -345,7 +370,10 @@ class ClusterTransformer(nn.Module):
         assignments. A finite ``gamma`` gives the same weights at a finite
         temperature. ``scheme="na"`` has no code space and no construction.
         The returned model is frozen (``requires_grad=False``); call
-        ``model.requires_grad_(True)`` to train from it.
+        ``model.requires_grad_(True)`` to train from it. It centers each task
+        (``center=True``): the construction is translation-equivariant, so this
+        changes nothing in real arithmetic and keeps float32 exact for data far
+        from the origin.
 
         Examples
         --------
@@ -355,7 +383,7 @@ class ClusterTransformer(nn.Module):
         >>> model = ClusterTransformer.from_lloyd(2, 4, "bn")
         >>> ok = torch.allclose(model(X, C, steps=3), lloyd(X, C, steps=3), rtol=1e-12, atol=0)
         """
-        model = cls(d, k, scheme, gamma, codes=codes, dtype=dtype, device=device)
+        model = cls(d, k, scheme, gamma, codes=codes, dtype=dtype, device=device, center=True)
         if model.codes.shape[1] == 0:
             raise ValueError("scheme 'na' has no code coordinates: there is no Lloyd construction for it")
         Q, K, V = lloyd_weights(d, model.codes.shape[1], dtype=dtype, device=device)

@@ -230,6 +230,24 @@ def test_float32_assignments_do_not_depend_on_where_the_data_sit(shift):
     torch.testing.assert_close(K.kmeans_objective(X + shift, C + shift), K.kmeans_objective(X, C), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("scheme", ["oh", "bn", "sc"])
+@pytest.mark.parametrize("shift", [100.0, 1000.0])
+def test_the_constructed_layer_does_not_depend_on_where_the_data_sit(scheme, shift):
+    # from_lloyd centers each task inside the layer: at gamma = inf in float32 the new centers move
+    # with the data to the rounding of the shifted input (about 6e-5 at 1000)
+    g = torch.Generator().manual_seed(0)
+    X, C = torch.rand(32, 50, 4, generator=g), torch.rand(32, 5, 4, generator=g)
+    ok = ~K.has_empty_cluster(X, C, 1)
+    model = K.ClusterTransformer.from_lloyd(4, 5, scheme, dtype=torch.float32)
+    assert model.center
+    torch.testing.assert_close((model(X + shift, C + shift) - shift)[ok], model(X, C)[ok], atol=2e-7 * shift, rtol=0)
+    torch.testing.assert_close(model(X, C)[ok], K.lloyd(X, C)[ok], atol=1e-6, rtol=0)
+    # the same weights without centering lose the assignments far from the origin
+    raw = K.ClusterTransformer.from_lloyd(4, 5, scheme, dtype=torch.float32)
+    raw.center = False
+    assert ((raw(X + 1000.0, C + 1000.0) - 1000.0 - model(X, C))[ok].abs().max() > 0.01)
+
+
 def test_sparsemax_is_shift_invariant_in_code():
     z = torch.tensor([[1.7e7, 0.0], [0.5, 0.2]])
     assert torch.equal(K.sparsemax(z)[0], torch.tensor([1.0, 0.0]))
