@@ -248,10 +248,19 @@ def distance_attention(
     """
     check_tensor(Zq, "Zq", 3)
     check_tensor(Zk, "Zk", 3, last=Zq.shape[-1])
+    if Zq.shape[0] != Zk.shape[0]:
+        raise ValueError(f"Zq and Zk must share the batch size, got {tuple(Zq.shape)} and {tuple(Zk.shape)}")
+    m = Zq.shape[-1]
+    for name, W in (("Q", Q), ("K", K), ("V", V)):
+        check_tensor(W, name, 2)
+        if W.shape != (m, m):
+            raise ValueError(f"{name} must be ({m}, {m}) for tokens of size {m}, got {tuple(W.shape)}")
+        check_same_dtype(Zq, W, f"Zq and {name}")
+    check_same_dtype(Zq, Zk, "Zq and Zk")
     gamma = check_number(gamma, "gamma", allow_inf=True)
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    return attend(Zq, Zk, Q, K, V, gamma, impl)
+    return check_finite_result(attend(Zq, Zk, Q, K, V, gamma, impl), "attention outputs")
 
 
 def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | None = None, name: str = "weights"):

@@ -31,8 +31,8 @@ import torch
 from .attention import hardmax_weights, sqdist
 from .embeddings import cluster_codes
 from .lloyd import lloyd
-from .model import ClusterTransformer, lloyd_weights  # lloyd_weights lives with the layer it fills
-from .validation import check_number, check_points_centers, check_tensor
+from .model import ClusterTransformer, check_model, lloyd_weights  # lloyd_weights lives with the layer it fills
+from .validation import check_number, check_points_centers, check_same_dtype, check_tensor
 
 __all__ = ["lloyd_weights", "code_geometry", "code_lloyd_step", "layer_trace", "finite_gamma_error"]
 
@@ -164,6 +164,15 @@ def layer_trace(model, X_bar: torch.Tensor, C_bar: torch.Tensor) -> dict:
     >>> trace["weights_1"].shape, trace["weights_1"][0].argmax(dim=-1).tolist()
     (torch.Size([1, 4, 3]), [0, 0, 1, 2])
     """
+    check_model(model, single=True)
+    check_tensor(X_bar, "X_bar", 3, last=model.d_emb)
+    check_tensor(C_bar, "C_bar", 3, last=model.d_emb)
+    if X_bar.shape[0] != C_bar.shape[0] or C_bar.shape[1] != model.k:
+        raise ValueError(f"X_bar (B, n, {model.d_emb}) and C_bar (B, {model.k}, {model.d_emb}) must share B and "
+                         f"C_bar must hold the model's k={model.k} tokens; got {tuple(X_bar.shape)} and "
+                         f"{tuple(C_bar.shape)}")
+    check_same_dtype(X_bar, model.Q, "X_bar and the model's weights")
+    check_same_dtype(C_bar, model.Q, "C_bar and the model's weights")
     trace: dict = {}
     with torch.no_grad():
         trace["X_bar"], trace["C_bar"] = model.layer(X_bar, C_bar, trace=trace)
@@ -193,7 +202,8 @@ def finite_gamma_error(X: torch.Tensor, C: torch.Tensor, scheme: str, gamma: flo
     Returns
     -------
     torch.Tensor
-        ``(B,)``.
+        ``(B,)``: ``||F - Lloyd|| / ||Lloyd||`` per task (Frobenius norms of the
+        centers), the absolute error where Lloyd's centers are all zero.
 
     Examples
     --------
@@ -210,4 +220,8 @@ def finite_gamma_error(X: torch.Tensor, C: torch.Tensor, scheme: str, gamma: flo
     with torch.no_grad():
         ours = model(X, C, steps=steps)
     ref = lloyd(X, C, steps=steps)
-    return (ours - ref).flatten(1).norm(dim=1) / ref.flatten(1).norm(dim=1)
+    # both norms of one task in units of its largest |coordinate| of Lloyd's centers: the ratio is unchanged,
+    # and tiny data (1e-30 in float32) do not underflow to 0/0; Lloyd's centers all at the origin count as 1
+    scale = ref.flatten(1).abs().amax(dim=1, keepdim=True)
+    scale = torch.where(scale > 0, scale, torch.ones((), dtype=scale.dtype, device=scale.device))
+    return ((ours - ref).flatten(1) / scale).norm(dim=1) / (ref.flatten(1) / scale).norm(dim=1).clamp_min(1.0)

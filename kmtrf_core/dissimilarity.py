@@ -158,7 +158,15 @@ def block_labels(tasks: dict) -> list:
     >>> block_labels(tasks)
     ['normal', 'normal', 'cauchy']
     """
-    return [label for label, (X, _) in tasks.items() for _ in range(X.shape[0])]
+    if not isinstance(tasks, dict):
+        raise ValueError(f"tasks must be a dict label -> (X, C), got {type(tasks).__name__}")
+    labels = []
+    for label, pair in tasks.items():
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise ValueError(f"tasks[{label!r}] must be a pair (X, C)")
+        check_points_centers(*pair, k_le_n=False)
+        labels += [label] * pair[0].shape[0]
+    return labels
 
 
 def block_summary(D, labels, include_diagonal: bool = False):

@@ -34,7 +34,7 @@ import torch
 from .lloyd import kmeans_objective, lloyd, lloyd_trajectory
 from .model import ClusterTransformer, check_model
 from .tasks import FAMILIES, family_tasks, sample_tasks
-from .validation import check_choice, check_int
+from .validation import check_choice, check_int, check_table
 
 __all__ = [
     "MODES",
@@ -135,8 +135,10 @@ def center_trajectory(
     torch.Tensor
         ``(T + 1, B, k, d)``, or ``(T + 1, S, B, k, d)`` for an ensemble;
         index 0 holds the initial centers. Computed without gradients.
-        Non-finite values are kept: naive iteration of a learned layer can
-        overflow, and the caller should see that.
+        A task whose iteration leaves the float range (naive iteration of a
+        learned layer can) has ``inf`` centers from that step on, never NaN:
+        the caller sees the divergence, and :func:`loss_trajectory` reports
+        an ``inf`` loss for it.
 
     Examples
     --------
@@ -172,7 +174,9 @@ def center_trajectory(
                     current = model.layer(X_bar, C_bar)[1][..., :d]
                     out.append(current)
             parts.append(torch.stack(out))  # (T + 1, (S,) b, k, d)
-    return torch.cat(parts, dim=-3)
+    centers = torch.cat(parts, dim=-3)
+    # inf marks a diverged task (an overflow inside the layer can surface as NaN)
+    return torch.where(torch.isnan(centers), torch.full((), math.inf, dtype=centers.dtype), centers)
 
 
 def _losses(X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
@@ -361,12 +365,16 @@ def final_ratios(table, by=("model", "test", "mode"), step: int | None = None):
     >>> final_ratios(table).round(6).reset_index().values.tolist()
     [['lloyd-weights', 'normal', 'reembed', 1.0, 1.0, 1.0, 1, 0.0]]
     """
+    by = [by] if isinstance(by, str) else list(by)
+    check_table(table, "table", [*by, "step", "ratio", "diverged"])
     if step is None:
         step = int(table.step.max())
+    else:
+        check_int(step, "step", minimum=0)
     part = table[table.step == step]
     if part.empty:
         raise ValueError(f"the table has no rows at step {step}")
-    grouped = part.groupby(list(by))
+    grouped = part.groupby(by)
     out = grouped.ratio.quantile(0.5).to_frame("median")
     out["q25"] = grouped.ratio.quantile(0.25)
     out["q75"] = grouped.ratio.quantile(0.75)
@@ -405,6 +413,8 @@ def family_matrix(table, scheme, step: int | None = None, mode: str = "reembed")
     >>> list(matrix.index), list(matrix.columns), matrix.round(6).values.tolist()
     (['normal', 'cauchy'], ['normal', 'cauchy'], [[1.0, 1.0], [1.0, 1.0]])
     """
+    check_table(table, "table", ["model", "test", "mode", "step", "ratio", "diverged"])
+    mode = check_choice(mode, "mode", MODES)
     ratios = final_ratios(table[table["mode"] == mode], step=step)["median"].reset_index()
     ratios = ratios[[isinstance(m, tuple) and m[1] == scheme for m in ratios.model]]
     if ratios.empty:

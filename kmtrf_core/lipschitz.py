@@ -34,6 +34,7 @@ Used in the Lipschitz chapter.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -167,6 +168,21 @@ class LipschitzBound:
         return self.d_E / math.sqrt(self.d_emb)
 
 
+def _overflow_named(function):
+    """Turn an ``OverflowError`` of the float arithmetic inside ``function`` into a ``ValueError`` naming its range."""
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except OverflowError:
+            raise ValueError(f"{function.__name__}: a term overflows float64 at these arguments (gamma, tau, "
+                             "Gamma1, Gamma2 too large); the bound is only meaningful for moderate values") from None
+
+    return checked
+
+
+@_overflow_named
 def lipschitz_bound(
     n: int,
     k: int,

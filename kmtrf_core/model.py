@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from .embeddings import SCHEMES
-from .validation import check_choice, check_int, check_number, check_points_centers
+from .validation import check_choice, check_finite_result, check_int, check_number, check_points_centers
 from .attention import IMPLS, attend
 from .embeddings import cluster_codes, embed
 
@@ -198,17 +198,20 @@ class ClusterTransformer(nn.Module):
         return Q, K, V
 
     def layer(
-        self, X_bar: torch.Tensor, C_bar: torch.Tensor, trace: dict | None = None
+        self, X_bar: torch.Tensor, C_bar: torch.Tensor, trace: dict | None = None, chunk: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One application of Eq. 4 to token embeddings; returns the updated ``(X_bar, C_bar)``.
 
         With a ``trace`` dict, the attention weights of attention ``mu`` are
         stored under ``"weights_mu"`` (``(B, queries, keys)``) and the two
         updates under ``"update_x"`` / ``"update_c"``
-        (see :func:`kmtrf_core.construction.layer_trace`).
+        (see :func:`kmtrf_core.construction.layer_trace`). With ``chunk``,
+        at most ``chunk`` queries are attended at a time (bounded memory).
         """
 
         def a(mu, Zq, Zk):
+            if chunk is not None and trace is None and Zq.shape[-2] > chunk:
+                return torch.cat([a(mu, Zq[..., i : i + chunk, :], Zk) for i in range(0, Zq.shape[-2], chunk)], dim=-2)
             return attend(Zq, Zk, *self._projections(mu), self.gamma, self.impl, trace, f"weights_{mu + 1}")
 
         update_x = a(0, X_bar, C_bar) + a(1, X_bar, X_bar)  # (B, n, d_emb)
@@ -224,8 +227,15 @@ class ClusterTransformer(nn.Module):
         C: torch.Tensor,
         steps: int = 1,
         return_embeddings: bool = False,
+        chunk: int | None = None,
     ):
         """Embed the task, apply the shared layer ``steps`` times, read out the centers.
+
+        Finite tasks give finite centers, or a ``ValueError`` saying that the
+        layer overflowed the dtype at this input's scale (rescale the data, for
+        example with :func:`~kmtrf_core.tasks.to_unit_cube`).
+        :meth:`apply_layers` is the same computation without that check (the
+        training loop uses it and names non-finite centers as divergence).
 
         Parameters
         ----------
@@ -237,6 +247,10 @@ class ClusterTransformer(nn.Module):
             Number of layers ``T`` (weights shared across layers).
         return_embeddings : bool
             Also return the final token embeddings.
+        chunk : int, optional
+            Compute the attentions for at most ``chunk`` query tokens at a
+            time, so the point-to-point weights take ``chunk x n`` memory
+            instead of ``n x n`` (same result, up to rounding).
 
         Returns
         -------
@@ -246,15 +260,37 @@ class ClusterTransformer(nn.Module):
             ``(centers, X_bar, C_bar)`` (the embeddings of the centered task
             when :attr:`center` is on).
         """
+        out = self.apply_layers(X, C, steps, return_embeddings, chunk)
+        centers = out[0] if return_embeddings else out
+        check_finite_result(centers, "the layer's new centers")
+        return out
+
+    def apply_layers(
+        self,
+        X: torch.Tensor,
+        C: torch.Tensor,
+        steps: int = 1,
+        return_embeddings: bool = False,
+        chunk: int | None = None,
+    ):
+        """:meth:`forward` without its check of the output: centers that overflowed come back non-finite.
+
+        >>> model = ClusterTransformer.from_lloyd(1, 2, "bn")
+        >>> model.apply_layers(torch.tensor([[[0.0], [1.0]]], dtype=torch.float64),
+        ...                    torch.tensor([[[0.0], [1.0]]], dtype=torch.float64)).flatten().tolist()
+        [0.0, 1.0]
+        """
         X, C = self.prepare_tasks(X, C)
         check_int(steps, "steps")
+        if chunk is not None:
+            check_int(chunk, "chunk")
         origin = None
         if self.center:
             origin = C.mean(dim=-2, keepdim=True)  # (..., 1, d), per task
             X, C = X - origin, C - origin
         X_bar, C_bar = self.embed(X, C)
         for _ in range(steps):
-            X_bar, C_bar = self.layer(X_bar, C_bar)
+            X_bar, C_bar = self.layer(X_bar, C_bar, chunk=chunk)
         centers = C_bar[..., : self.d]  # (B, k, d)
         if origin is not None:
             centers = centers + origin

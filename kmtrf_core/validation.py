@@ -27,7 +27,7 @@ import math
 
 import torch
 
-__all__ = ["FLOAT_DTYPES", "check_choice", "check_clusters", "check_finite_result", "check_int", "check_number",
+__all__ = ["FLOAT_DTYPES", "INT64_MAX", "check_choice", "check_table", "check_clusters", "check_finite_result", "check_int", "check_number",
            "check_points_centers", "check_same_dtype", "check_tensor"]
 
 
@@ -36,8 +36,15 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_int(value, name: str, minimum: int | None = 1) -> int:
-    """An int (not a bool) that is at least ``minimum`` (no bound when ``None``).
+INT64_MAX = 2**63 - 1
+"""The largest int :func:`check_int` accepts: torch and numpy count in int64."""
+
+
+def check_int(value, name: str, minimum: int | None = 1, maximum: int = INT64_MAX) -> int:
+    """An int (not a bool) that is at least ``minimum`` (no bound when ``None``) and at most ``maximum``.
+
+    The default ``maximum`` is the int64 range, so a count or seed too large for
+    torch fails here, by name, instead of deep inside as an ``OverflowError``.
 
     >>> check_int(0, "warmup", minimum=0), check_int(-5, "seed", minimum=None)
     (0, -5)
@@ -45,10 +52,17 @@ def check_int(value, name: str, minimum: int | None = 1) -> int:
     Traceback (most recent call last):
     ...
     ValueError: steps must be an int >= 1, got True
+    >>> check_int(10**20, "k")
+    Traceback (most recent call last):
+    ...
+    ValueError: k must be an int <= 9223372036854775807 (int64), got 100000000000000000000
     """
     if not _is_int(value) or (minimum is not None and value < minimum):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise ValueError(f"{name} must be an int{bound}, got {value!r}")
+    if value > maximum or value < -INT64_MAX - 1:
+        limit = f"{maximum} (int64)" if maximum == INT64_MAX else str(maximum)
+        raise ValueError(f"{name} must be an int <= {limit}, got {value!r}")
     return value
 
 
@@ -221,3 +235,26 @@ def check_points_centers(X, C, k_le_n: bool = True) -> tuple[torch.Tensor, torch
         check_clusters(k, n)
     check_same_dtype(X, C, "X and C")
     return X, C
+
+
+def check_table(table, name: str, columns) -> "pandas.DataFrame":
+    """A non-empty ``pandas.DataFrame`` holding ``columns``; else a ``ValueError`` naming what is missing.
+
+    >>> import pandas as pd
+    >>> check_table(pd.DataFrame({"step": [0, 1]}), "table", ["step"]).shape
+    (2, 1)
+    >>> check_table(pd.DataFrame({"step": [0, 1]}), "table", ["step", "ratio"])
+    Traceback (most recent call last):
+    ...
+    ValueError: table lacks the column(s) ['ratio'] (it has ['step'])
+    """
+    import pandas as pd  # only table checks need pandas; tensors are checked without importing it
+
+    if not isinstance(table, pd.DataFrame):
+        raise ValueError(f"{name} must be a pandas.DataFrame, got {type(table).__name__}")
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{name} lacks the column(s) {missing} (it has {list(table.columns)})")
+    if table.empty:
+        raise ValueError(f"{name} has no rows")
+    return table

@@ -110,3 +110,24 @@ def test_forward_rejects_bad_input():
         model(X, C, steps=0)
     with pytest.raises(ValueError, match="batch"):
         model(X, C[:1])
+
+
+@pytest.mark.parametrize("gamma", [1.0, math.inf])
+def test_chunked_attention_gives_the_same_centers(gamma):
+    g = torch.Generator().manual_seed(3)
+    model = ClusterTransformer(3, 4, "bn", gamma=gamma, dtype=torch.float64, generator=g)
+    X, C = torch.rand(2, 37, 3, generator=g, dtype=torch.float64), torch.rand(2, 4, 3, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(model(X, C, steps=2, chunk=5), model(X, C, steps=2), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="chunk"):
+        model(X, C, chunk=0)
+
+
+def test_an_overflowing_layer_is_named_and_apply_layers_shows_it():
+    g = torch.Generator().manual_seed(0)
+    model = ClusterTransformer(2, 3, "bn", generator=g)
+    with torch.no_grad():
+        model.V.mul_(1e30)
+    X, C = torch.rand(1, 10, 2, generator=g) * 1e10, torch.rand(1, 3, 2, generator=g) * 1e10
+    with pytest.raises(ValueError, match="overflow"):
+        model(X, C)
+    assert not torch.isfinite(model.apply_layers(X, C)).all()

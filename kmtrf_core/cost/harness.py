@@ -60,12 +60,12 @@ import torch
 from tqdm.auto import tqdm
 
 from ..attention import IMPLS
-from ..device import default_device
+from ..device import resolve_device
 from ..embeddings import SCHEMES, embedding_dim
 from ..model import ClusterTransformer
 from ..objectives import smoothed_kmeans_loss
 from ..tasks import sample_tasks
-from ..validation import check_choice, check_clusters, check_int, check_number
+from ..validation import check_choice, check_clusters, check_int, check_number, check_table
 
 __all__ = [
     "METRICS",
@@ -164,7 +164,7 @@ def machine_description(device=None) -> dict:
     Parameters
     ----------
     device : torch.device or str, optional
-        The measured device; default :func:`~kmtrf_core.profiles.default_device`.
+        The measured device; default :func:`~kmtrf_core.device.default_device`.
 
     Returns
     -------
@@ -183,7 +183,7 @@ def machine_description(device=None) -> dict:
     >>> info["device"], info["cpu_count"] >= 1, info["torch_threads"] >= 1
     ('cpu', True, True)
     """
-    device = torch.device(device) if device is not None else default_device()
+    device = resolve_device(device)
     processor = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -252,7 +252,7 @@ def _setup(cfg: dict, device: torch.device):
 
 
 def _train_step(model, X, C) -> torch.Tensor:
-    out = model(X, C)  # (B, k, d)
+    out = model.apply_layers(X, C)  # (B, k, d)
     loss = smoothed_kmeans_loss(X, out, _LOSS_OMEGA, _LOSS_TAU).mean()
     loss.backward()
     return loss
@@ -304,7 +304,7 @@ def _time_group(cfgs: list[dict], device: torch.device, repeats: int, warmup: in
             model.train()
             model.zero_grad(set_to_none=True)
             with _Clock(device) as fwd:
-                out = model(X, C)  # (B, k, d)
+                out = model.apply_layers(X, C)  # (B, k, d)
             loss = smoothed_kmeans_loss(X, out, _LOSS_OMEGA, _LOSS_TAU).mean()
             with _Clock(device) as bwd:
                 loss.backward()
@@ -312,7 +312,7 @@ def _time_group(cfgs: list[dict], device: torch.device, repeats: int, warmup: in
             model.zero_grad(set_to_none=True)
             model.eval()
             with torch.no_grad(), _Clock(device) as ev:
-                model(X, C)
+                model.apply_layers(X, C)
             if rep >= warmup:
                 record["forward"].append(fwd.ms)
                 record["backward"].append(bwd.ms)
@@ -454,7 +454,7 @@ def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, 
     check_int(warmup, "warmup", minimum=0)
     check_int(seed, "seed", minimum=None)
     dtype = _check_dtype(dtype)
-    device = torch.device(device) if device is not None else default_device()
+    device = resolve_device(device)
     checked = []
     for d, k, scheme in entries:
         scheme, gamma = _check_config(d, k, scheme, n, batch, gamma, impl)
@@ -526,7 +526,7 @@ def measure_model(
     dtype : torch.dtype
         Of weights and data (float32 by default, as in training).
     device : torch.device or str, optional
-        Default :func:`~kmtrf_core.profiles.default_device`.
+        Default :func:`~kmtrf_core.device.default_device`.
     seed : int
         Seeds the weights and the tasks (:func:`~kmtrf_core.tasks.sample_tasks`).
     memory : bool
@@ -650,11 +650,12 @@ def compare_schemes(df, scheme: str = "bn", baseline: str = "oh", stat: str = "m
     """
     if stat not in ("median", "mean", "min", "max"):
         raise ValueError(f"stat must be one of median, mean, min, max; got {stat!r}")
-    by = list(by)
+    by = [by] if isinstance(by, str) else list(by)
+    columns = [f"{m}_{stat}_ms" for m in METRICS] + ["peak_mb", "d_emb"]
+    check_table(df, "df", [*by, "scheme", *columns])
     missing = {scheme, baseline} - set(df["scheme"])
     if missing:
         raise ValueError(f"df has no rows for scheme(s) {sorted(missing)}")
-    columns = [f"{m}_{stat}_ms" for m in METRICS] + ["peak_mb", "d_emb"]
     base = df[df.scheme == baseline].set_index(by)[columns]
     other = df[df.scheme == scheme].set_index(by)[columns]
     out = pd.merge(base, other, left_index=True, right_index=True, suffixes=(f"_{baseline}", f"_{scheme}"))

@@ -74,12 +74,12 @@ def parse_args(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
         if spec.metadata["several"]:
             value = value[0] if spec.name == "family" and len(value) == 1 else tuple(value)
         values[spec.name] = value
+    if values["val_seed"] > SEED_MAX:
+        parser.error(f"--val-seed must be at most {SEED_MAX} (a torch seed is 64 bits), got {values['val_seed']}")
     try:
         config = TrainConfig(**values)
     except ValueError as err:  # a value argparse accepts but the config does not
         parser.error(str(err))
-    if config.val_seed > SEED_MAX:
-        parser.error(f"--val-seed must be at most {SEED_MAX} (a torch seed is 64 bits), got {config.val_seed}")
     if config.device is not None:
         device = torch.device(config.device)
         if device.type == "cuda" and not torch.cuda.is_available():

@@ -224,7 +224,7 @@ def train(
         batches = [_sample(config, g, config.batch, device) for g in task_gens]
         X = torch.stack([b[0] for b in batches]) if S > 1 else batches[0][0]  # ((S,) B, n, d)
         C = torch.stack([b[1] for b in batches]) if S > 1 else batches[0][1]
-        centers = model(X, C)
+        centers = model.apply_layers(X, C)
         # caught before the loss: sparsemax and softmin fed non-finite centers fail without naming the cause
         _check_finite(centers.detach().reshape(S, -1).isfinite().all(dim=1), "centers", step, seeds, rows)
         losses = smoothed_kmeans_loss(X.flatten(0, -3), centers.flatten(0, -3), config.omega, config.tau)

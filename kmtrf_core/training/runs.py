@@ -30,7 +30,7 @@ from ..device import resolve_device
 from ..evaluate import evaluate_models
 from ..model import ClusterTransformer
 from ..tasks import FAMILIES, family_tasks
-from ..validation import check_choice
+from ..validation import check_choice, check_number, check_table
 from .checkpoints import atomic_save, load_file, load_weights, remove_stale_temporaries, weights_of
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config
 from .loop import train
@@ -357,12 +357,20 @@ def convergence_summary(history, by=("scheme", "omega"), fraction: float = 0.9):
     >>> convergence_summary(history).round(3).to_dict("records")
     [{'final_val_relative': 0.95, 'final_train_loss': 1.5, 'steps_to_converge': 2.0, 'seeds': 2}]
     """
+    by = [by] if isinstance(by, str) else list(by)
+    check_table(history, "history", [*by, "seed", "step", "train_loss", "val_relative_loss"])
+    fraction = check_number(fraction, "fraction")
+    if fraction > 1:
+        raise ValueError(f"fraction must be at most 1, got {fraction!r}")
     rows = []
-    for key, part in history.groupby(list(by)):
+    for key, part in history.groupby(by):
         key = key if isinstance(key, tuple) else (key,)
         finals, trains, speeds = [], [], []
         for _, run in part.groupby("seed"):
             val = run.dropna(subset=["val_relative_loss"])
+            if val.empty:
+                raise ValueError(f"history has no validation loss for the runs {dict(zip(by, key))} of seed "
+                                 f"{run.seed.iloc[0]!r}")
             v = val.val_relative_loss.to_numpy()
             steps = val.step.to_numpy()
             finals.append(v[-1])
