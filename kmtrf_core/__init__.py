@@ -14,10 +14,12 @@ The folders are the rooms:
   checkpoints, the runs (cache, sweeps) and the command line;
 * :mod:`kmtrf_core.cost`: the analytic FLOP/byte model and the timing and
   memory harness;
+* :mod:`kmtrf_core.estimator`: :class:`~kmtrf_core.estimator.TransformerKMeans`,
+  the scikit-learn estimator on the layer (it may train a layer on demand);
 * :mod:`kmtrf_core.book`: what only the book needs (run profiles, the claims
   ledger, figure helpers, the experiments several chapters share).
 
-The flat API below re-exports the first three rooms; the book's plumbing is
+The flat API below re-exports the first three rooms and the estimator; the book's plumbing is
 imported from :mod:`kmtrf_core.book`.
 """
 
@@ -36,6 +38,7 @@ from .embeddings import (
     parameter_count,
     parameter_reduction,
 )
+from .estimator import TransformerKMeans
 from .evaluate import (
     MODES,
     center_trajectory,
@@ -94,6 +97,8 @@ from .training import (
 __version__ = "0.1.0"
 
 __all__ = [
+    # estimator
+    "TransformerKMeans",
     # attention
     "attention_weights",
     "distance_attention",

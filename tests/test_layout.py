@@ -20,7 +20,7 @@ from kmtrf_core.training import runs
 
 PACKAGE = Path(kmtrf_core.__file__).resolve().parent
 SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
-ROOMS = ("training", "cost", "book")
+ROOMS = ("training", "cost", "book", "estimator")
 
 
 def _name(path: Path) -> str:
