@@ -45,6 +45,7 @@ from ..training.convergence import FLAT_RULE, FLAT_TOLERANCE, flattening
 from ..training.executor import train_many
 from ..training.runs import cached_path
 from .profiles import PROFILES, Profile, get_profile
+from .realdata import MIXED_FAMILIES, load_dataset
 
 __all__ = ["Catalog", "Run", "RunGroup", "book_catalog", "main"]
 
@@ -256,6 +257,18 @@ def _section4_groups(section4, cauchy, landscape) -> list:
     ]
 
 
+def _realdata_groups(sizes) -> list:
+    """Chapter 15: per real data set, one layer per training recipe (:data:`~kmtrf_core.book.realdata.RECIPES`)."""
+    groups = []
+    for name in sizes.datasets:
+        data = load_dataset(name)
+        base = TrainConfig.from_sizes(sizes, d=data.d, k=data.k, scheme="bn", omega="l2", gamma=1.0)
+        groups.append(RunGroup(
+            f"realdata_{name}", base, {"family": ["normal", MIXED_FAMILIES], "anisotropic": [False, True]}, "15",
+            f"layers for {name} (d={data.d}, k={data.k}), one per training recipe (BN, L2)"))
+    return groups
+
+
 def book_catalog(profile: Profile | str | None = None) -> Catalog:
     """The catalog of the given profile (default: the one in force).
 
@@ -278,6 +291,7 @@ def book_catalog(profile: Profile | str | None = None) -> Catalog:
         profile = get_profile(profile)
     groups = _training_groups(profile.chapter("training"))
     groups += _section4_groups(profile.chapter("section4"), profile.chapter("cauchy"), profile.chapter("landscape"))
+    groups += _realdata_groups(profile.chapter("realdata"))
     return Catalog(profile=profile, groups={group.name: group for group in groups})
 
 

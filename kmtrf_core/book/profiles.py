@@ -63,6 +63,10 @@ PROFILES: dict[str, dict[str, dict]] = {
         ),
         "multistep": dict(tasks=16, T=6),
         "generalization": dict(tasks=16, T=6, length_factors=[0.5, 1, 2, 4], length_tasks=8),
+        "realdata": dict(
+            datasets=["iris", "wine"], n=16, batch=8, steps=40, min_steps=30, until_flat=0.02, seeds=[0], lr=0.01,
+            tau=0.1, val_tasks=16, val_every=10, impl="direct", starts=3, T=4, shift_tasks=8,
+        ),
         "landscape": dict(
             k=4, ds=[2, 8], n=32, batch=8, steps=40, min_steps=30, until_flat=0.02, seeds=[0], lr=0.01, tau=0.1,
             val_tasks=16, val_every=10, impl="direct", tasks=16, grid=9, span=1.0,
@@ -110,6 +114,11 @@ PROFILES: dict[str, dict[str, dict]] = {
         ),
         "multistep": dict(tasks=64, T=20),
         "generalization": dict(tasks=64, T=20, length_factors=[0.25, 0.5, 1, 2, 4], length_tasks=16),
+        "realdata": dict(
+            datasets=["iris", "wine", "breast_cancer", "digits"], n=64, batch=32, steps=5000, min_steps=2500,
+            until_flat=0.02, seeds=[0], lr=0.01, tau=0.1, val_tasks=128, val_every=100, impl="direct", starts=10,
+            T=10, shift_tasks=64,
+        ),
         "landscape": dict(
             k=6, ds=[4, 32], n=64, batch=32, steps=5000, min_steps=2500, until_flat=0.02, seeds=[0], lr=0.01,
             tau=0.1, val_tasks=128, val_every=100, impl="direct", tasks=32, grid=21, span=1.0,
@@ -160,6 +169,11 @@ PROFILES: dict[str, dict[str, dict]] = {
         ),
         "multistep": dict(tasks=256, T=20),
         "generalization": dict(tasks=256, T=20, length_factors=[0.25, 0.5, 1, 2, 4], length_tasks=64),
+        "realdata": dict(
+            datasets=["iris", "wine", "breast_cancer", "digits"], n=512, batch=32, steps=10000, min_steps=10000,
+            until_flat=None, seeds=[0], lr=0.01, tau=0.1, val_tasks=320, val_every=100, impl="sdpa", starts=20,
+            T=20, shift_tasks=256,
+        ),
         "landscape": dict(
             k=6, ds=[4, 32], n=512, batch=32, steps=10000, min_steps=10000, until_flat=None, seeds=[0], lr=0.01,
             tau=0.1, val_tasks=320, val_every=100, impl="sdpa", tasks=64, grid=41, span=1.0,
