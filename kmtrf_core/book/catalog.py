@@ -266,6 +266,11 @@ def _realdata_groups(sizes) -> list:
         groups.append(RunGroup(
             f"realdata_{name}", base, {"family": ["normal", MIXED_FAMILIES], "anisotropic": [False, True]}, "15",
             f"layers for {name} (d={data.d}, k={data.k}), one per training recipe (BN, L2)"))
+        if name == sizes.datasets[0]:  # the longer probe: is the verdict a budget artifact?
+            probe = dataclasses.replace(base, steps=sizes.probe_steps, until_flat=None, min_steps=0)
+            groups.append(RunGroup(
+                "realdata_probe", probe, {"steps": [sizes.probe_steps]}, "15",
+                f"the {name} plain layer trained {sizes.probe_steps} steps, not until flat (the probe)"))
     return groups
 
 

@@ -99,7 +99,7 @@ CLAIMS: dict[str, Claim] = {
         "TransformerKMeans with the Lloyd step returns scikit-learn KMeans's labels and centers from the same starts.",
         "ours (not in the paper)", "15_real_data"),
     "realdata_first_step": Claim(
-        "A layer trained on normal mixtures beats Lloyd's first step on real data sets it never saw.",
+        "A layer trained on normal mixtures beats Lloyd's first step on real data it never saw, from the same starts.",
         "ours (not in the paper)", "15_real_data"),
     "realdata_many_steps": Claim(
         "Used for T re-embedded steps, that layer stays ahead of T Lloyd steps on real data.",

@@ -66,6 +66,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "realdata": dict(
             datasets=["iris", "wine"], n=16, batch=8, steps=40, min_steps=30, until_flat=0.02, seeds=[0], lr=0.01,
             tau=0.1, val_tasks=16, val_every=10, impl="direct", starts=3, T=4, shift_tasks=8,
+            probe_steps=60,
         ),
         "landscape": dict(
             k=4, ds=[2, 8], n=32, batch=8, steps=40, min_steps=30, until_flat=0.02, seeds=[0], lr=0.01, tau=0.1,
@@ -117,7 +118,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "realdata": dict(
             datasets=["iris", "wine", "breast_cancer", "digits"], n=64, batch=32, steps=5000, min_steps=2500,
             until_flat=0.02, seeds=[0], lr=0.01, tau=0.1, val_tasks=128, val_every=100, impl="direct", starts=10,
-            T=10, shift_tasks=64,
+            T=10, shift_tasks=64, probe_steps=10000,
         ),
         "landscape": dict(
             k=6, ds=[4, 32], n=64, batch=32, steps=5000, min_steps=2500, until_flat=0.02, seeds=[0], lr=0.01,
@@ -172,7 +173,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "realdata": dict(
             datasets=["iris", "wine", "breast_cancer", "digits"], n=512, batch=32, steps=10000, min_steps=10000,
             until_flat=None, seeds=[0], lr=0.01, tau=0.1, val_tasks=320, val_every=100, impl="sdpa", starts=20,
-            T=20, shift_tasks=256,
+            T=20, shift_tasks=256, probe_steps=20000,
         ),
         "landscape": dict(
             k=6, ds=[4, 32], n=512, batch=32, steps=10000, min_steps=10000, until_flat=None, seeds=[0], lr=0.01,

@@ -116,11 +116,14 @@ class Comparison(NamedTuple):
     finals: pd.DataFrame
 
 
-def compare_methods(data: RealData, layers: dict, starts: int, steps: int, seed: int = 0) -> Comparison:
-    """Lloyd, each layer, and scikit-learn's KMeans from the same k-means++ starts.
+def compare_methods(data: RealData, layers: dict, starts: int, steps: int, seed: int = 0,
+                    init: str = "k-means++") -> Comparison:
+    """Lloyd, each layer, and scikit-learn's KMeans from the same starts.
 
     Every start ``s`` draws initial centers with scikit-learn's k-means++
-    (``random_state = seed + s``); Lloyd (``TransformerKMeans(layer="lloyd")``)
+    (``random_state = seed + s``), or, with ``init="random"``, as ``k``
+    distinct points of the data, the way the training tasks draw theirs
+    (Appendix D); Lloyd (``TransformerKMeans(layer="lloyd")``)
     and each layer run ``steps`` steps from them (``tol = 0``), and
     ``KMeans(init=those centers, n_init=1)`` runs to its own convergence.
     ``lloyd_matches_kmeans`` in ``finals`` says whether our Lloyd, run to
@@ -131,7 +134,9 @@ def compare_methods(data: RealData, layers: dict, starts: int, steps: int, seed:
     ----------
     data : RealData
     layers : dict
-        Label -> :class:`~kmtrf_core.model.ClusterTransformer` for ``(data.d, data.k)``.
+        Label -> :class:`~kmtrf_core.model.ClusterTransformer` for ``(data.d, data.k)``,
+        or -> a dict of :class:`~kmtrf_core.estimator.TransformerKMeans`
+        arguments (for example ``dict(layer=wider, pad_to=13)``).
     starts : int
         Initial centers drawn.
     steps : int
@@ -155,6 +160,7 @@ def compare_methods(data: RealData, layers: dict, starts: int, steps: int, seed:
     """
     check_int(starts, "starts")
     check_int(steps, "steps")
+    init_kind = check_choice(init, "init", ("k-means++", "random"))
     X, n = data.X, data.X.shape[0]
     paths, finals = [], []
 
@@ -170,12 +176,16 @@ def compare_methods(data: RealData, layers: dict, starts: int, steps: int, seed:
         return np.concatenate([path, np.full(steps + 1 - len(path), path[-1])])  # Lloyd may stop early
 
     for s in range(starts):
-        init = kmeans_plusplus(X, data.k, random_state=seed + s)[0]
+        if init_kind == "k-means++":
+            init = kmeans_plusplus(X, data.k, random_state=seed + s)[0]
+        else:
+            init = X[np.random.RandomState(seed + s).choice(n, data.k, replace=False)]
         lloyd, seconds = fit(TransformerKMeans(data.k, init=init, max_iter=steps, tol=0.0))
         reference = path_of(lloyd)
         runs = {"Lloyd": (lloyd, seconds)}
         for label, layer in layers.items():
-            runs[label] = fit(TransformerKMeans(data.k, layer=layer, init=init, max_iter=steps, tol=0.0))
+            options = layer if isinstance(layer, dict) else dict(layer=layer)
+            runs[label] = fit(TransformerKMeans(data.k, init=init, max_iter=steps, tol=0.0, **options))
         for method, (estimator, seconds) in runs.items():
             path = path_of(estimator)
             paths += [dict(dataset=data.name, method=method, start=s, step=t, inertia=path[t],
