@@ -86,6 +86,9 @@ class RunGroup:
         One line: what the runs are for.
     early : bool
         A short fixed budget on purpose (no verdict rests on it).
+    probe : bool
+        A fixed budget longer than the verdict groups' (the check that a
+        negative verdict is not an artifact of the budget).
 
     Examples
     --------
@@ -100,6 +103,7 @@ class RunGroup:
     chapter: str
     about: str
     early: bool = False
+    probe: bool = False
 
     def configs(self) -> list:
         """The runs' configs, in the grid's order."""
@@ -270,7 +274,8 @@ def _realdata_groups(sizes) -> list:
             probe = dataclasses.replace(base, steps=sizes.probe_steps, until_flat=None, min_steps=0)
             groups.append(RunGroup(
                 "realdata_probe", probe, {"steps": [sizes.probe_steps]}, "15",
-                f"the {name} plain layer trained {sizes.probe_steps} steps, not until flat (the probe)"))
+                f"the {name} plain layer trained {sizes.probe_steps} steps, not until flat (the probe)",
+                probe=True))
     return groups
 
 
