@@ -239,7 +239,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         Sum of squared distances of the points to their nearest final center.
     n_iter_ : int
         Iterations run by the kept initialization.
-    inertia_path_ : ndarray (n_iter_ + 1,)
+    inertia_path_ : ndarray ``(n_iter_ + 1,)``
         The inertia of the centers before each iteration and of the final
         centers (for Lloyd it never increases).
     layer_ : ClusterTransformer or None
