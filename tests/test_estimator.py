@@ -199,6 +199,8 @@ def test_bad_arguments_get_named_errors(small_layer, tmp_path):
         TransformerKMeans(3).fit(X, sample_weight=-np.ones(len(X)))
     with pytest.raises(ValueError, match="n_clusters >= 2"):
         TransformerKMeans(1, layer=model).fit(X)
+    with pytest.raises(ValueError, match="one seed"):
+        TransformerKMeans(3, layer="learned", training=dict(seeds=(0, 1))).fit(X)
     with pytest.raises(ValueError, match="single layer"):
         TransformerKMeans(3, layer=ClusterTransformer(2, 3, ensemble=2)).fit(X)
 

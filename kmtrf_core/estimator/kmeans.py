@@ -302,8 +302,10 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if self.n_clusters < 2:
             raise ValueError(f"a transformer layer needs n_clusters >= 2, got {self.n_clusters}")
         if isinstance(layer, str) and layer == "learned":
-            model, _ = train_cached(learned_config(width, self.n_clusters, **(self.training or {})),
-                                    progress=self.verbose)
+            config = learned_config(width, self.n_clusters, **(self.training or {}))
+            if len(config.seeds) != 1:
+                raise ValueError(f"training must train one layer (one seed), got seeds={config.seeds}")
+            model, _ = train_cached(config, progress=self.verbose)
             model = model.requires_grad_(False)
         elif isinstance(layer, ClusterTransformer):
             model = check_model(layer, "layer", single=True)
