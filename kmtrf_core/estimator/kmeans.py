@@ -38,6 +38,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..attention import task_sqdist
 from ..device import resolve_device
 from ..model import ClusterTransformer, check_model
+from ..validation import check_finite_result
 from ..training import TrainConfig, train_cached
 from ..training.checkpoints import load_checkpoint
 
@@ -133,11 +134,6 @@ def _squared_norms(X: torch.Tensor, chunk: int) -> torch.Tensor:
     return out
 
 
-def _overflow(X: torch.Tensor):
-    return ValueError(f"squared distances overflow {X.dtype} at this input's scale; rescale the data "
-                      "(for example with sklearn.preprocessing.MinMaxScaler) or use float64")
-
-
 def _pass(X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, chunk: int, w: torch.Tensor | None = None,
           means: bool = False):
     """One pass over the points: nearest center, its squared distance and, with ``means``, Lloyd's means.
@@ -160,9 +156,7 @@ def _pass(X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, chunk: int, w: tor
         torch.min(torch.addmm(c2, C, X[part].t(), alpha=-2.0), dim=0, out=(dist[part], labels[part]))
         if means:
             sums.index_add_(0, labels[part], X[part] if w is None else X[part] * w[part].unsqueeze(1))
-    dist.add_(x2).clamp_min_(0.0)
-    if not bool(torch.isfinite(dist).all()):
-        raise _overflow(X)
+    check_finite_result(dist.add_(x2).clamp_min_(0.0), "squared distances")
     if not means:
         return labels, dist, None
     counts = torch.bincount(labels, weights=w, minlength=k).to(C.dtype).unsqueeze(1)
@@ -399,8 +393,6 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                              "layer='lloyd'")
         if X.shape[0] < self.n_clusters:
             raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}")
-        if self.pad_to is not None and isinstance(self.layer, str) and self.layer == "lloyd":
-            raise ValueError("pad_to applies to a layer, not to layer='lloyd'")
         n_init = self.n_init
         if not isinstance(self.init, str) and n_init != 1:
             warnings.warn(f"init is an array of centers: n_init={n_init} is ignored (one run)", RuntimeWarning,
