@@ -11,6 +11,7 @@ scheme     code of cluster j     m (extra dims)
 ``"oh"``   one-hot e_j           k                      (Clarkson et al.)
 ``"bn"``   j in binary, LSB      ceil(log2 k)           (the paper, Def. 2.1)
 ``"sc"``   the scalar j          1                      (ours, not in the paper)
+``"gc"``   j's Gray code, LSB    ceil(log2 k)           (ours: BN's codes in another order)
 ``"na"``   none                  0                      (no token embedding)
 =========  ====================  ===========================================
 
@@ -34,8 +35,8 @@ __all__ = [
     "parameter_reduction",
 ]
 
-SCHEMES = ("oh", "bn", "na", "sc")
-"""Token-embedding schemes: one-hot, binary, none, and our scalar codes."""
+SCHEMES = ("oh", "bn", "na", "sc", "gc")
+"""Token-embedding schemes: one-hot, binary, none, and our scalar and Gray codes."""
 
 
 def _log2_ceil(k: int) -> int:
@@ -81,7 +82,7 @@ def code_dim(k: int, scheme: str) -> int:
     ----------
     k : int
         Number of clusters, ``k >= 2``.
-    scheme : {"oh", "bn", "sc", "na"}
+    scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding.
 
     Returns
@@ -96,21 +97,23 @@ def code_dim(k: int, scheme: str) -> int:
     """
     check_int(k, "k", minimum=2)
     scheme = check_choice(scheme, "scheme", SCHEMES)
-    return {"oh": k, "bn": _log2_ceil(k), "sc": 1, "na": 0}[scheme]
+    return {"oh": k, "bn": _log2_ceil(k), "gc": _log2_ceil(k), "sc": 1, "na": 0}[scheme]
 
 
 def cluster_codes(k: int, scheme: str, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
     """The code matrix of a scheme, one row per cluster: ``(k, code_dim(k, scheme))``.
 
-    ``"oh"`` gives the identity, ``"bn"`` :func:`binary_codes`, ``"sc"`` the
-    column ``0, 1, ..., k-1`` and ``"na"`` an empty ``(k, 0)`` matrix
-    (the center codes ``E_C`` of Definition 2.1).
+    ``"oh"`` gives the identity, ``"bn"`` :func:`binary_codes`, ``"gc"`` the
+    binary codes of the Gray code ``j ^ (j >> 1)`` (BN's bits with neighbouring
+    clusters one bit apart; for ``k`` not a power of two a different subset of
+    the cube's corners), ``"sc"`` the column ``0, 1, ..., k-1`` and ``"na"``
+    an empty ``(k, 0)`` matrix (the center codes ``E_C`` of Definition 2.1).
 
     Parameters
     ----------
     k : int
         Number of clusters, ``k >= 2``.
-    scheme : {"oh", "bn", "sc", "na"}
+    scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding.
     dtype, device
         Of the returned tensor.
@@ -124,6 +127,10 @@ def cluster_codes(k: int, scheme: str, dtype: torch.dtype = torch.float32, devic
     --------
     >>> cluster_codes(3, "sc").flatten().tolist()
     [0.0, 1.0, 2.0]
+    >>> cluster_codes(6, "gc").T.int()
+    tensor([[0, 1, 1, 0, 0, 1],
+            [0, 0, 1, 1, 1, 1],
+            [0, 0, 0, 0, 1, 1]], dtype=torch.int32)
     """
     scheme = check_choice(scheme, "scheme", SCHEMES)
     check_int(k, "k", minimum=2)
@@ -131,6 +138,11 @@ def cluster_codes(k: int, scheme: str, dtype: torch.dtype = torch.float32, devic
         return torch.eye(k, dtype=dtype, device=device)
     if scheme == "bn":
         return binary_codes(k, dtype=dtype, device=device)
+    if scheme == "gc":
+        bits = torch.arange(_log2_ceil(k), device=device)
+        gray = torch.arange(k, device=device)
+        gray = gray ^ (gray >> 1)
+        return ((gray[:, None] >> bits[None, :]) & 1).to(dtype)
     if scheme == "sc":
         return torch.arange(k, dtype=dtype, device=device)[:, None]
     return torch.zeros(k, 0, dtype=dtype, device=device)
@@ -147,7 +159,7 @@ def embedding_dim(d: int, k: int, scheme: str) -> int:
         Data dimension.
     k : int
         Number of clusters, ``k >= 2``.
-    scheme : {"oh", "bn", "sc", "na"}
+    scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding.
 
     Returns
@@ -173,7 +185,7 @@ def parameter_count(d: int, k: int, scheme: str) -> int:
         Data dimension.
     k : int
         Number of clusters, ``k >= 2``.
-    scheme : {"oh", "bn", "sc", "na"}
+    scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding.
 
     Returns
@@ -228,7 +240,7 @@ def embed(
         Points, ``(B, n, d)``.
     C : torch.Tensor
         Initial centers, ``(B, k, d)``.
-    scheme : {"oh", "bn", "sc", "na"}
+    scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding.
     codes : torch.Tensor, optional
         A ``(k, m)`` code matrix to use instead of the scheme's.

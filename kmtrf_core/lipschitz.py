@@ -62,7 +62,7 @@ def center_norm_sq(d: int, k: int, scheme: str, exact: bool = False) -> float:
         Data dimension.
     k : int
         Number of clusters, ``k >= 2``.
-    scheme : {"oh", "bn", "sc", "na"}
+    scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding.
     exact : bool
         Use the largest squared norm of the actual codes instead of the paper's value.
@@ -84,7 +84,8 @@ def center_norm_sq(d: int, k: int, scheme: str, exact: bool = False) -> float:
         codes = cluster_codes(k, scheme, dtype=torch.float64)
         extra = int((codes * codes).sum(dim=1).max().item()) if codes.shape[1] else 0
     else:
-        extra = {"oh": 1, "bn": (k - 1).bit_length(), "sc": (k - 1) ** 2, "na": 0}[scheme]
+        bits = (k - 1).bit_length()
+        extra = {"oh": 1, "bn": bits, "gc": bits, "sc": (k - 1) ** 2, "na": 0}[scheme]
     return d + extra
 
 
@@ -209,7 +210,7 @@ def lipschitz_bound(
     ----------
     n, k, d : int
         Points, clusters, dimension.
-    scheme : {"oh", "bn", "sc", "na"}
+    scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding: sets ``d_E`` (:func:`center_norm_sq`) and ``d_emb``.
     gamma : float
         Attention inverse temperature (finite).
