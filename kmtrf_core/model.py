@@ -74,7 +74,7 @@ class ClusterTransformer(nn.Module):
         Data dimension.
     k : int
         Number of clusters (``>= 2``).
-    scheme : {"oh", "bn", "sc", "na"}
+    scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding (see :mod:`kmtrf_core.embeddings`).
     gamma : float
         Attention inverse temperature, ``> 0``; ``math.inf`` for the exact
@@ -106,12 +106,24 @@ class ClusterTransformer(nn.Module):
         translation-equivariant (its projections mix coordinates with codes),
         so it is off by default: such a layer sees tasks where it was trained,
         scaled into the unit cube (:func:`~kmtrf_core.tasks.to_unit_cube`).
+    ffn : int
+        Hidden width ``h`` of a feedforward block (0: none, the paper's layer,
+        Definition 2.3). With ``h > 0`` one two-layer network, shared by all
+        tokens, follows the points' update and the centers' update:
+        ``z <- z + ReLU(z F1 + b1) F2 + b2`` (ours, for Appendix A's question
+        on the feedforward block; chapter 19). ``F1``, ``F2`` start uniform
+        in ``+-1/sqrt(fan_in)``, drawn after ``Q, K, V`` (so a seed gives the
+        same attention weights with or without the block), the biases at 0.
+        :meth:`from_lloyd` has no block.
 
     Attributes
     ----------
     Q, K, V : torch.nn.Parameter
         ``(4, d_emb, d_emb)`` (``(S, 4, d_emb, d_emb)`` for an ensemble); index
         ``mu - 1`` holds attention ``mu`` of Eq. 4.
+    F1, b1, F2, b2 : torch.nn.Parameter
+        With ``ffn = h > 0``: ``(d_emb, h)``, ``(h,)``, ``(h, d_emb)``, ``(d_emb,)``
+        (a leading ``S`` for an ensemble).
     codes : torch.Tensor
         Buffer ``(k, m)``, the cluster codes the center tokens carry.
 
@@ -139,6 +151,7 @@ class ClusterTransformer(nn.Module):
         impl: str = "direct",
         ensemble: int | None = None,
         center: bool = False,
+        ffn: int = 0,
     ) -> None:
         super().__init__()
         if not isinstance(center, bool):
@@ -178,13 +191,39 @@ class ClusterTransformer(nn.Module):
             return nn.Parameter((2.0 * w - 1.0) * bound)
 
         self.Q, self.K, self.V = init(), init(), init()
+        self.ffn = check_int(ffn, "ffn", minimum=0)
+        if self.ffn:  # drawn after Q, K, V: the same seed gives the same attention weights as without the block
+            lead = () if ensemble is None else (ensemble,)
+
+            def uniform(*size, fan_in):
+                w = torch.rand(lead + size, generator=generator, dtype=dtype, device=device)
+                return nn.Parameter((2.0 * w - 1.0) / math.sqrt(fan_in))
+
+            self.F1 = uniform(m, self.ffn, fan_in=m)
+            self.b1 = nn.Parameter(torch.zeros(lead + (self.ffn,), dtype=dtype, device=device))
+            self.F2 = uniform(self.ffn, m, fan_in=self.ffn)
+            self.b2 = nn.Parameter(torch.zeros(lead + (m,), dtype=dtype, device=device))
 
     def extra_repr(self) -> str:
         center = ", center=True" if self.center else ""
-        return f"d={self.d}, k={self.k}, scheme={self.scheme!r}, d_emb={self.d_emb}, gamma={self.gamma}{center}"
+        block = f", ffn={self.ffn}" if self.ffn else ""
+        return (f"d={self.d}, k={self.k}, scheme={self.scheme!r}, d_emb={self.d_emb}, gamma={self.gamma}"
+                f"{center}{block}")
+
+    def parameter_names(self) -> list:
+        """The names of the trainable tensors: ``Q, K, V`` and, with a block, ``F1, b1, F2, b2``.
+
+        >>> ClusterTransformer(2, 3, ffn=4).parameter_names()
+        ['Q', 'K', 'V', 'F1', 'b1', 'F2', 'b2']
+        """
+        return [name for name, _ in self.named_parameters()]
 
     def num_parameters(self) -> int:
-        """Number of trainable parameters, ``12 d_emb^2``."""
+        """Number of trainable parameters, ``12 d_emb^2`` (plus ``2 d_emb h + h + d_emb`` with a block).
+
+        >>> ClusterTransformer(2, 3).num_parameters(), ClusterTransformer(2, 3, ffn=8).num_parameters()
+        (192, 268)
+        """
         return sum(p.numel() for p in self.parameters())
 
     def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -216,10 +255,27 @@ class ClusterTransformer(nn.Module):
 
         update_x = a(0, X_bar, C_bar) + a(1, X_bar, X_bar)  # (B, n, d_emb)
         X_new = X_bar + update_x
+        if self.ffn:
+            block_x = self._block(X_new)
+            X_new = X_new + block_x
         update_c = a(2, C_bar, X_new) + a(3, C_bar, C_bar)  # (B, k, d_emb)
+        C_new = C_bar + update_c
         if trace is not None:
             trace.update(update_x=update_x, update_c=update_c)
-        return X_new, C_bar + update_c
+        if self.ffn:
+            block_c = self._block(C_new)
+            C_new = C_new + block_c
+            if trace is not None:
+                trace.update(update_ffn_x=block_x, update_ffn_c=block_c)
+        return X_new, C_new
+
+    def _block(self, Z: torch.Tensor) -> torch.Tensor:
+        """The feedforward block on every token: ``ReLU(Z F1 + b1) F2 + b2`` (the residual is added by the caller)."""
+        F1, b1, F2, b2 = self.F1, self.b1, self.F2, self.b2
+        if self.ensemble is not None:  # (S, ., .) against tokens (S, B, q, m)
+            F1, F2 = F1.unsqueeze(1), F2.unsqueeze(1)
+            b1, b2 = b1[:, None, None, :], b2[:, None, None, :]
+        return torch.relu(Z @ F1 + b1) @ F2 + b2
 
     def forward(
         self,
@@ -343,13 +399,14 @@ class ClusterTransformer(nn.Module):
         # a private generator: building the copy must not move torch's global random state
         scratch = torch.Generator(device=self.Q.device).manual_seed(0)
         return ClusterTransformer(self.d, self.k, self.scheme, self.gamma, impl=self.impl, ensemble=ensemble,
-                                  center=self.center,
+                                  center=self.center, ffn=self.ffn,
                                   codes=self.codes if self.scheme == "custom" else None,
                                   dtype=self.Q.dtype, device=self.Q.device, generator=scratch)
 
     def hyperparameters(self) -> dict:
-        """``d, k, scheme, gamma, impl, center``: what two layers must share to be stacked."""
-        return dict(d=self.d, k=self.k, scheme=self.scheme, gamma=self.gamma, impl=self.impl, center=self.center)
+        """``d, k, scheme, gamma, impl, center, ffn``: what two layers must share to be stacked."""
+        return dict(d=self.d, k=self.k, scheme=self.scheme, gamma=self.gamma, impl=self.impl, center=self.center,
+                    ffn=self.ffn)
 
     @classmethod
     def stack(cls, models) -> "ClusterTransformer":
@@ -368,10 +425,11 @@ class ClusterTransformer(nn.Module):
         first = models[0]
         if any(m.hyperparameters() != first.hyperparameters() or not torch.equal(m.codes, first.codes)
                for m in models):
-            raise ValueError("models must share d, k, scheme, codes, gamma, impl and center")
+            raise ValueError("models must share d, k, scheme, codes, gamma, impl, center and ffn")
         ens = first.like(ensemble=len(models))
         states = [m.state_dict() for m in models]
-        ens.load_state_dict({name: torch.stack([state[name] for state in states]) if name in "QKV" else value
+        trained = set(first.parameter_names())
+        ens.load_state_dict({name: torch.stack([state[name] for state in states]) if name in trained else value
                              for name, value in states[0].items()})
         return ens
 
@@ -380,10 +438,11 @@ class ClusterTransformer(nn.Module):
         if self.ensemble is None:
             return [self]
         state = self.state_dict()
+        trained = set(self.parameter_names())
         out = []
         for i in range(self.ensemble):
             m = self.like()
-            m.load_state_dict({name: value[i] if name in "QKV" else value for name, value in state.items()})
+            m.load_state_dict({name: value[i] if name in trained else value for name, value in state.items()})
             out.append(m)
         return out
 

@@ -34,7 +34,6 @@ from .config import TrainConfig
 __all__ = ["CorruptFileError", "atomic_save", "load_checkpoint", "load_file", "load_weights",
            "remove_stale_temporaries", "weights_of"]
 
-WEIGHTS = ("Q", "K", "V")
 MAGIC = b"kmtrf-checkpoint 1 "
 
 
@@ -52,7 +51,10 @@ class CorruptFileError(ValueError):
 
 
 def weights_of(model: ClusterTransformer) -> dict:
-    """A copy of the projections ``{"Q", "K", "V"}`` of a layer (or ensemble), detached, on the CPU.
+    """A copy of the trained tensors of a layer (or ensemble), detached, on the CPU.
+
+    ``Q, K, V`` and, for a layer with a feedforward block, ``F1, b1, F2, b2``
+    (:meth:`~kmtrf_core.model.ClusterTransformer.parameter_names`).
 
     >>> model = ClusterTransformer(2, 3)
     >>> {name: tuple(w.shape) for name, w in weights_of(model).items()}
@@ -60,17 +62,30 @@ def weights_of(model: ClusterTransformer) -> dict:
     """
     state = model.state_dict()
     # a copy: on the CPU .cpu() is the live parameter, which later steps would change
-    return {name: state[name].detach().cpu().clone() for name in WEIGHTS}
+    return {name: state[name].detach().cpu().clone() for name in model.parameter_names()}
 
 
 def load_weights(model: ClusterTransformer, weights: dict) -> ClusterTransformer:
-    """Put saved projections ``{"Q", "K", "V"}`` into ``model`` (moved to its device); returns it.
+    """Put saved trained tensors (as from :func:`weights_of`) into ``model`` (moved to its device); returns it.
+
+    Raises ``ValueError`` when ``weights`` lacks a tensor the model has or holds one it has not
+    (for example a layer with a feedforward block and one without).
 
     >>> a, b = ClusterTransformer(2, 3), ClusterTransformer(2, 3)
     >>> bool(torch.equal(load_weights(b, weights_of(a)).Q, a.Q))
     True
+    >>> load_weights(ClusterTransformer(2, 3, ffn=4), weights_of(a))
+    Traceback (most recent call last):
+    ...
+    ValueError: weights lack ['F1', 'F2', 'b1', 'b2'] and hold [] beyond this layer's tensors
     """
-    model.load_state_dict(dict(model.state_dict(), **{name: weights[name] for name in WEIGHTS}))
+    names = model.parameter_names()
+    if not isinstance(weights, dict):
+        raise ValueError(f"weights must be a dict of tensors, got {type(weights).__name__}")
+    missing, extra = sorted(set(names) - set(weights)), sorted(set(weights) - set(names))
+    if missing or extra:
+        raise ValueError(f"weights lack {missing} and hold {extra} beyond this layer's tensors")
+    model.load_state_dict(dict(model.state_dict(), **{name: weights[name] for name in names}))
     return model
 
 
@@ -201,7 +216,7 @@ def load_checkpoint(path, config: TrainConfig | None = None) -> dict:
     Returns
     -------
     dict
-        ``config`` (as a dict), ``step``, ``weights`` (``{"Q", "K", "V"}``
+        ``config`` (as a dict), ``step``, ``weights`` (:func:`weights_of`: ``{"Q", "K", "V"}`` and a block's tensors
         on the CPU), ``optimizer`` (Adam's state dict), ``task_generators``
         (their states), ``history`` (rows) and ``wall_time``.
 
