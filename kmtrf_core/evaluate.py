@@ -32,9 +32,9 @@ import pandas as pd
 import torch
 
 from .lloyd import kmeans_objective, lloyd, lloyd_trajectory
-from .model import ClusterTransformer, check_model
+from .model import GAMMA_MAX, ClusterTransformer, check_model
 from .tasks import FAMILIES, family_tasks, sample_tasks
-from .validation import check_choice, check_int, check_table
+from .validation import check_choice, check_int, check_number, check_points_centers, check_table
 
 __all__ = [
     "MODES",
@@ -45,7 +45,14 @@ __all__ = [
     "evaluate_models",
     "final_ratios",
     "family_matrix",
+    "PAD_FILLS",
+    "pad_tasks",
+    "padded_trajectory",
+    "trajectory_table",
 ]
+
+PAD_FILLS = ("far", "copy")
+"""How :func:`pad_tasks` makes the centers a smaller task lacks."""
 
 MODES = ("reembed", "naive")
 """Ways to run a one-step layer for several steps (Appendix C)."""
@@ -53,12 +60,14 @@ MODES = ("reembed", "naive")
 
 
 def relative_loss(
-    model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor, chunk: int = 64, reference: torch.Tensor | None = None
+    model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor, chunk: int = 64, reference: torch.Tensor | None = None,
+    steps: int = 1,
 ) -> torch.Tensor:
     """Relative loss of Eq. 20 per task: ``L(X, F(X, C)) / L(X, Lloyd_1(X, C))``.
 
     Below 1: the layer beats one Lloyd step on that task. Evaluated without
-    gradients.
+    gradients. With ``steps = T > 1``: ``T`` re-embedded layer steps against
+    ``T`` Lloyd steps (how a layer trained for ``T`` steps is validated).
 
     Parameters
     ----------
@@ -71,8 +80,10 @@ def relative_loss(
     chunk : int
         Tasks per forward pass.
     reference : torch.Tensor, optional
-        The denominators ``L(X, Lloyd_1(X, C))`` ``(B,)`` when they are
+        The denominators ``L(X, Lloyd_T(X, C))`` ``(B,)`` when they are
         already known (fixed validation tasks), so they are not recomputed.
+    steps : int
+        Steps ``T`` of both algorithms.
 
     Returns
     -------
@@ -87,9 +98,10 @@ def relative_loss(
     >>> relative_loss(ClusterTransformer.from_lloyd(2, 3, "bn"), X, C).round(decimals=6).tolist()
     [1.0, 1.0, 1.0]
     """
+    check_int(steps, "steps")
     with torch.no_grad():
         if reference is None:
-            reference = kmeans_objective(X, lloyd(X, C))  # (B,)
+            reference = kmeans_objective(X, lloyd(X, C, steps=steps))  # (B,)
         if not bool((reference > 0).all()):
             tasks = torch.nonzero(reference <= 0).flatten().tolist()[:10]
             raise ValueError(f"one Lloyd step reaches zero k-means loss on tasks {tasks} (every point on a "
@@ -98,6 +110,8 @@ def relative_loss(
         for start in range(0, X.shape[0], chunk):
             Xc, Cc = X[start : start + chunk], C[start : start + chunk]
             centers = model(Xc, Cc)  # ((S,) b, k, d)
+            for _ in range(steps - 1):  # re-embedded (Appendix C)
+                centers = model(Xc.expand(centers.shape[:-2] + Xc.shape[-2:]), centers)
             Xe = Xc.expand(centers.shape[:-2] + Xc.shape[-2:])
             out.append(kmeans_objective(Xe.flatten(0, -3), centers.flatten(0, -3)).view(centers.shape[:-2]))
     return torch.cat(out, dim=-1) / reference
@@ -110,6 +124,7 @@ def center_trajectory(
     steps: int,
     mode: str = "reembed",
     chunk: int = 64,
+    gammas=None,
 ) -> torch.Tensor:
     """The centers after each of ``steps`` applications of the layer (Appendix C).
 
@@ -129,6 +144,9 @@ def center_trajectory(
         token embeddings (the ``T``-layer forward with shared weights).
     chunk : int
         Tasks per batch (bounds memory for large ``n``).
+    gammas : sequence of float, optional
+        The attention temperature of each of the ``T`` steps (annealing at
+        inference, chapter 18); default: the layer's own ``gamma`` throughout.
 
     Returns
     -------
@@ -155,28 +173,51 @@ def center_trajectory(
     check_int(steps, "steps")
     check_choice(mode, "mode", MODES)
     check_int(chunk, "chunk")
+    schedule = _gamma_schedule(gammas, steps, model.gamma)
     d = model.d
     parts = []
-    with torch.no_grad():
-        for start in range(0, X.shape[0], chunk):
-            Xc, Cc = X[start : start + chunk], C[start : start + chunk]
-            Xc, Cc = model.prepare_tasks(Xc, Cc)  # ((S,) b, n, d), ((S,) b, k, d)
-            out = [Cc]
-            if mode == "naive":
-                X_bar, C_bar = model.embed(Xc, Cc)
-                for _ in range(steps):
-                    X_bar, C_bar = model.layer(X_bar, C_bar)
-                    out.append(C_bar[..., :d])
-            else:
-                current = Cc
-                for _ in range(steps):
-                    X_bar, C_bar = model.embed(Xc, current)
-                    current = model.layer(X_bar, C_bar)[1][..., :d]
-                    out.append(current)
-            parts.append(torch.stack(out))  # (T + 1, (S,) b, k, d)
+    kept = model.gamma
+    try:
+        with torch.no_grad():
+            for start in range(0, X.shape[0], chunk):
+                Xc, Cc = X[start : start + chunk], C[start : start + chunk]
+                Xc, Cc = model.prepare_tasks(Xc, Cc)  # ((S,) b, n, d), ((S,) b, k, d)
+                out = [Cc]
+                if mode == "naive":
+                    X_bar, C_bar = model.embed(Xc, Cc)
+                    for gamma in schedule:
+                        model.gamma = gamma
+                        X_bar, C_bar = model.layer(X_bar, C_bar)
+                        out.append(C_bar[..., :d])
+                else:
+                    current = Cc
+                    for gamma in schedule:
+                        model.gamma = gamma
+                        X_bar, C_bar = model.embed(Xc, current)
+                        current = model.layer(X_bar, C_bar)[1][..., :d]
+                        out.append(current)
+                parts.append(torch.stack(out))  # (T + 1, (S,) b, k, d)
+    finally:
+        model.gamma = kept
     centers = torch.cat(parts, dim=-3)
     # inf marks a diverged task (an overflow inside the layer can surface as NaN)
     return torch.where(torch.isnan(centers), torch.full((), math.inf, dtype=centers.dtype), centers)
+
+
+def _gamma_schedule(gammas, steps: int, default: float) -> list:
+    if gammas is None:
+        return [default] * steps
+    try:
+        values = [float(g) for g in gammas]
+    except (TypeError, ValueError):
+        raise ValueError(f"gammas must be a sequence of {steps} numbers, got {gammas!r}") from None
+    if len(values) != steps:
+        raise ValueError(f"gammas must hold one temperature per step ({steps}), got {len(values)}")
+    for value in values:
+        check_number(value, "gammas entries", allow_inf=True)
+        if math.isfinite(value) and value > GAMMA_MAX:
+            raise ValueError(f"gammas entries must be at most {GAMMA_MAX:g} or math.inf, got {value!r}")
+    return values
 
 
 def _losses(X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
@@ -196,6 +237,7 @@ def loss_trajectory(
     steps: int,
     mode: str = "reembed",
     chunk: int = 64,
+    gammas=None,
 ) -> torch.Tensor:
     """The k-means loss (Eq. 1) of each task after each step of :func:`center_trajectory`.
 
@@ -213,6 +255,8 @@ def loss_trajectory(
         How the layer is iterated (see :func:`center_trajectory`).
     chunk : int
         Tasks per batch.
+    gammas : sequence of float, optional
+        One attention temperature per step (see :func:`center_trajectory`).
 
     Returns
     -------
@@ -228,7 +272,134 @@ def loss_trajectory(
     >>> torch.allclose(L, lloyd_loss_trajectory(X, C, steps=3))
     True
     """
-    return _losses(X, center_trajectory(model, X, C, steps, mode, chunk))
+    return _losses(X, center_trajectory(model, X, C, steps, mode, chunk, gammas))
+
+
+def pad_tasks(X: torch.Tensor, C: torch.Tensor, d: int | None = None, k: int | None = None, fill: str = "far"):
+    """Tasks of a smaller ``d`` and ``k`` made to fit a layer trained at ``d' >= d`` and ``k' >= k``.
+
+    Points and centers get ``d' - d`` zero coordinates: squared distances do
+    not change (Appendix A's proposal for ``d``). The ``k' - k`` missing
+    centers are filled in one of two ways (our design for ``k``):
+
+    * ``"far"`` (default): dummy centers outside the task's bounding box, at
+      least one box width beyond every point in every coordinate, so no point
+      is nearer to a dummy than to a real center. At ``gamma = inf`` a dummy
+      gets no points (its cluster is empty) and the constructed layer executes
+      Lloyd's step on the ``k`` real centers exactly, for every scheme (tested).
+    * ``"copy"``: copies of the task's own centers, in turn (``C[:, j mod k]``),
+      which stay in the data's range. A point is then tied between a center
+      and its copy; the averaging hardmax writes the mean of their two codes
+      into the point's token, which is still unambiguous for one-hot codes but
+      can equal a third cluster's code for binary ones: the constructed OH
+      layer stays exact, the BN layer does not (tested, and shown in chapter 17).
+
+    Read the first ``k`` centers and ``d`` coordinates of the output
+    (:func:`padded_trajectory` does both, step by step).
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Centers ``(B, k, d)``.
+    d, k : int, optional
+        The layer's sizes (default: the task's own).
+    fill : {"far", "copy"}
+        How the missing centers are made.
+
+    Returns
+    -------
+    (torch.Tensor, torch.Tensor)
+        ``(B, n, d')`` and ``(B, k', d')``.
+
+    Examples
+    --------
+    >>> X, C = torch.rand(2, 10, 2), torch.rand(2, 3, 2)
+    >>> Xp, Cp = pad_tasks(X, C, d=4, k=5, fill="copy")
+    >>> tuple(Xp.shape), tuple(Cp.shape), bool(torch.equal(Cp[:, 3:, :2], C[:, :2]))
+    ((2, 10, 4), (2, 5, 4), True)
+    >>> bool((pad_tasks(X, C, k=5)[1][:, 3:] > 2).all())
+    True
+    """
+    check_points_centers(X, C)
+    check_choice(fill, "fill", PAD_FILLS)
+    B, n, d0 = X.shape
+    k0 = C.shape[1]
+    d = d0 if d is None else check_int(d, "d")
+    k = k0 if k is None else check_int(k, "k", minimum=2)
+    if d < d0:
+        raise ValueError(f"d={d} is smaller than the tasks' {d0} coordinates: padding only adds dimensions")
+    if k < k0:
+        raise ValueError(f"k={k} is smaller than the tasks' {k0} centers: padding only adds centers")
+    if k > n:
+        raise ValueError(f"k={k} centers for tasks of n={n} points: a layer needs k <= n")
+    if fill == "copy":
+        extra = C[:, torch.arange(k0, k, device=C.device) % k0]
+    else:
+        both = torch.cat([X, C], dim=1).flatten(1)  # (B, (n + k) d)
+        lo, hi = both.min(dim=1).values, both.max(dim=1).values  # (B,)
+        width = torch.clamp(hi - lo, min=1.0)
+        steps = torch.arange(1, k - k0 + 1, dtype=X.dtype, device=X.device)  # one box width apart
+        extra = (hi[:, None] + 2 * width[:, None] * steps[None, :])[..., None].expand(B, k - k0, d0)
+    zeros = X.new_zeros(())
+    X = torch.cat([X, zeros.expand(B, n, d - d0)], dim=-1)
+    C = torch.cat([torch.cat([C, extra], dim=1), zeros.expand(B, k, d - d0)], dim=-1)
+    return X, C
+
+
+def padded_trajectory(model: ClusterTransformer, X: torch.Tensor, C: torch.Tensor, steps: int,
+                      fill: str = "far") -> torch.Tensor:
+    """A layer trained at ``(d', k')`` used for ``steps`` re-embedded steps on tasks of smaller ``(d, k)``.
+
+    Each step pads the current ``k`` centers with :func:`pad_tasks`, applies
+    the layer once and keeps the first ``k`` centers' first ``d``
+    coordinates, so a filler center never becomes a cluster of its own.
+
+    Parameters
+    ----------
+    model : ClusterTransformer
+        A single layer or an ensemble, trained at ``d' >= d``, ``k' >= k``.
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    steps : int
+        Clustering steps ``T``.
+    fill : {"far", "copy"}
+        How the missing centers are made (:func:`pad_tasks`).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(T + 1, B, k, d)`` or ``(T + 1, S, B, k, d)``, as :func:`center_trajectory`.
+
+    Examples
+    --------
+    The constructed layer for ``(d', k') = (3, 5)`` runs Lloyd's algorithm on tasks with ``d = 2``, ``k = 3``:
+
+    >>> X, C = sample_tasks(2, 30, 2, 3, generator=0, dtype=torch.float64)
+    >>> traj = padded_trajectory(ClusterTransformer.from_lloyd(3, 5, "bn"), X, C, steps=3)
+    >>> torch.allclose(traj, lloyd_trajectory(X, C, 3).centers)
+    True
+    """
+    model = check_model(model)
+    check_int(steps, "steps")
+    check_points_centers(X, C)
+    d, k = X.shape[-1], C.shape[-2]
+    S = model.ensemble
+    Xs = X if S is None else X.expand(S, *X.shape).flatten(0, 1)  # (S B, n, d)
+    current = C if S is None else C.expand(S, *C.shape)
+    out = [current]
+    with torch.no_grad():
+        for _ in range(steps):
+            Xp, Cp = pad_tasks(Xs, current.reshape(-1, k, d), model.d, model.k, fill)
+            if S is not None:
+                Xp, Cp = Xp.view(S, -1, *Xp.shape[1:]), Cp.view(S, -1, *Cp.shape[1:])
+            current = model.apply_layers(Xp, Cp)[..., :k, :d]
+            out.append(current)
+    centers = torch.stack(out)
+    return torch.where(torch.isnan(centers), torch.full((), math.inf, dtype=centers.dtype), centers)
 
 
 def lloyd_loss_trajectory(X: torch.Tensor, C: torch.Tensor, steps: int) -> torch.Tensor:
@@ -315,27 +486,70 @@ def evaluate_models(
         raise ValueError("modes must name at least one mode")
     for mode in modes:
         check_choice(mode, "mode", MODES)
-    rows = []
+    tables = []
     for test, pair in tests.items():
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise ValueError(f"tests[{test!r}] must be a pair (X, C)")
         X, C = pair
-        reference = lloyd_loss_trajectory(X, C, steps)  # (T + 1, B)
-        ref_mean = reference.mean(dim=-1)
-        for label, model in models.items():
-            check_model(model)
-            for mode in modes:
-                losses = loss_trajectory(model, X, C, steps, mode, chunk)  # (T + 1, (S,) B)
-                if model.ensemble is None:
-                    losses = losses.unsqueeze(1)
-                ref = reference.unsqueeze(1)  # (T + 1, 1, B)
-                ratio = (losses / ref).mean(dim=-1)  # (T + 1, S)
-                mean = losses.mean(dim=-1)
-                diverged = torch.isinf(losses).to(torch.float64).mean(dim=-1)
-                for member in range(losses.shape[1]):
-                    for t in range(steps + 1):
-                        rows.append((label, member, test, mode, t, float(mean[t, member]), float(ref_mean[t]),
-                                     float(ratio[t, member]), float(diverged[t, member])))
+        for mode in modes:
+            trajectories = {label: center_trajectory(check_model(model), X, C, steps, mode, chunk)
+                            for label, model in models.items()}
+            tables.append(trajectory_table(trajectories, X, C, test=test, mode=mode))
+    return pd.concat(tables, ignore_index=True)
+
+
+def trajectory_table(trajectories: dict, X: torch.Tensor, C: torch.Tensor, test="tasks", mode="reembed"):
+    """Center trajectories of any algorithms, as :func:`evaluate_models`' table against Lloyd's.
+
+    Parameters
+    ----------
+    trajectories : dict
+        Label -> centers ``(T + 1, B, k, d)`` or ``(T + 1, S, B, k, d)`` from
+        the same initial centers ``C`` (e.g. :func:`center_trajectory`,
+        :func:`padded_trajectory`); ``inf`` marks a diverged task.
+    X, C : torch.Tensor
+        The tasks ``(B, n, d)`` and their initial centers ``(B, k, d)``.
+    test, mode : str
+        What the ``test`` and ``mode`` columns say.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of :func:`evaluate_models`.
+
+    Examples
+    --------
+    >>> X, C = sample_tasks(4, 30, 2, 3, generator=0, dtype=torch.float64)
+    >>> table = trajectory_table({"lloyd": lloyd_trajectory(X, C, 2).centers}, X, C)
+    >>> table.ratio.round(12).tolist(), table.diverged.tolist()
+    ([1.0, 1.0, 1.0], [0.0, 0.0, 0.0])
+    """
+    if not isinstance(trajectories, dict) or not trajectories:
+        raise ValueError("trajectories must be a non-empty dict label -> centers (T + 1, (S,) B, k, d)")
+    check_points_centers(X, C)
+    rows = []
+    steps = None
+    for label, centers in trajectories.items():
+        if not isinstance(centers, torch.Tensor) or centers.dim() not in (4, 5) or centers.shape[-3:] != C.shape:
+            raise ValueError(f"trajectories[{label!r}] must be centers (T + 1, (S,) B, k, d) for tasks of "
+                             f"shape {tuple(C.shape)}")
+        if steps is None:
+            steps = centers.shape[0] - 1
+            reference = lloyd_loss_trajectory(X, C, steps)  # (T + 1, B)
+            ref_mean = reference.mean(dim=-1)
+        elif centers.shape[0] - 1 != steps:
+            raise ValueError("trajectories must all have the same number of steps")
+        with torch.no_grad():
+            losses = _losses(X, centers.to(X.dtype))  # (T + 1, (S,) B)
+        if centers.dim() == 4:
+            losses = losses.unsqueeze(1)
+        ratio = (losses / reference.unsqueeze(1)).mean(dim=-1)  # (T + 1, S)
+        mean = losses.mean(dim=-1)
+        diverged = torch.isinf(losses).to(torch.float64).mean(dim=-1)
+        for member in range(losses.shape[1]):
+            for t in range(steps + 1):
+                rows.append((label, member, test, mode, t, float(mean[t, member]), float(ref_mean[t]),
+                             float(ratio[t, member]), float(diverged[t, member])))
     columns = ["model", "member", "test", "mode", "step", "loss", "lloyd_loss", "ratio", "diverged"]
     return pd.DataFrame(rows, columns=columns)
 

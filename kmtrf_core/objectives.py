@@ -206,8 +206,14 @@ def smoothed_point_losses(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", t
     return (regularized_weights(r, omega, tau) * r).sum(dim=-1)
 
 
-def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
+def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1,
+                         trim: float = 0.0) -> torch.Tensor:
     """Smoothed k-means loss of each task (Eq. 6): the sum of the per-point smoothed losses.
+
+    With ``trim > 0`` the ``floor(trim * n)`` points of largest smoothed loss
+    are left out of each task's sum: a trimmed loss, robust to outliers (ours,
+    for Appendix A's Cauchy hypothesis; chapter 21). The paper's loss is
+    ``trim = 0``.
 
     Parameters
     ----------
@@ -219,11 +225,13 @@ def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", ta
         Softmin or sparsemax weights.
     tau : float
         Penalty ``> 0``.
+    trim : float
+        Fraction of each task's points left out, ``0 <= trim < 1``.
 
     Returns
     -------
     torch.Tensor
-        ``(B,)``, never below :func:`~kmtrf_core.lloyd.kmeans_objective`.
+        ``(B,)``; with ``trim = 0`` never below :func:`~kmtrf_core.lloyd.kmeans_objective`.
 
     Examples
     --------
@@ -232,8 +240,17 @@ def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", ta
     tensor([1.])
     >>> bool(smoothed_kmeans_loss(X, C, "ne", 10.0) > kmeans_objective(X, C))
     True
+    >>> smoothed_kmeans_loss(X, C, "l2", 0.1, trim=0.34)  # the point at 1 is left out
+    tensor([0.])
     """
-    return smoothed_point_losses(X, C, omega, tau).sum(dim=-1)
+    check_number(trim, "trim", allow_zero=True)
+    if trim >= 1:
+        raise ValueError(f"trim must be below 1 (some points must stay in the loss), got {trim!r}")
+    losses = smoothed_point_losses(X, C, omega, tau)  # (B, n)
+    dropped = int(trim * losses.shape[-1])
+    if dropped == 0:
+        return losses.sum(dim=-1)
+    return torch.topk(losses, losses.shape[-1] - dropped, dim=-1, largest=False).values.sum(dim=-1)
 
 
 def weight_gap(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:
