@@ -119,9 +119,9 @@ def test_divergence_names_step_and_seed(monkeypatch):
     real = train_module.smoothed_kmeans_loss
     calls = {"n": 0}
 
-    def flaky(X, C, omega, tau):
+    def flaky(X, C, omega, tau, trim=0.0):
         calls["n"] += 1
-        out = real(X, C, omega, tau)
+        out = real(X, C, omega, tau, trim=trim)
         return out * math.nan if calls["n"] == 3 else out
 
     monkeypatch.setattr(train_module, "smoothed_kmeans_loss", flaky)
@@ -195,8 +195,8 @@ def test_cli_rejects_invalid_values(capsys):
 def test_sweep_records_divergence_and_labels_runs(monkeypatch):
     real = train_module.smoothed_kmeans_loss
 
-    def poisoned(X, C, omega, tau):
-        out = real(X, C, omega, tau)
+    def poisoned(X, C, omega, tau, trim=0.0):
+        out = real(X, C, omega, tau, trim=trim)
         return out * math.nan if omega == "ne" else out
 
     monkeypatch.setattr(train_module, "smoothed_kmeans_loss", poisoned)

@@ -24,6 +24,7 @@ validation step below one Lloyd step as d, k, n, tau, lr and gamma change.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import matplotlib.pyplot as plt
@@ -34,6 +35,7 @@ import torch
 from ..lloyd import assign
 from ..model import ClusterTransformer
 from ..training.checkpoints import load_weights
+from ..training.config import layer_for
 from ..training.convergence import flattening
 from .plotting import SCHEME_COLORS
 
@@ -134,9 +136,7 @@ def plateau_trace(config, history, X: torch.Tensor, C: torch.Tensor) -> pd.DataF
     snapshots = history.attrs.get("snapshots")
     if not snapshots:
         raise ValueError("history has no snapshots: train with TrainConfig(snapshots=True)")
-    S = len(config.seeds)
-    model = ClusterTransformer(config.d, config.k, config.scheme, config.gamma, impl="direct",
-                               ensemble=S if S > 1 else None, device=X.device)
+    model = layer_for(dataclasses.replace(config, impl="direct"), device=X.device)
     validation = history.dropna(subset=["val_relative_loss"]).set_index(["step", "seed"]).val_relative_loss
     frames = []
     for step, weights in snapshots:

@@ -40,7 +40,8 @@ from ..device import resolve_device
 from ..model import ClusterTransformer, check_model
 from ..validation import check_finite_result
 from ..training import TrainConfig, train_cached
-from ..training.checkpoints import load_checkpoint
+from ..training.checkpoints import load_checkpoint, load_weights
+from ..training.config import layer_for
 
 __all__ = ["LAYERS", "TransformerKMeans", "learned_config", "load_layer"]
 
@@ -99,12 +100,8 @@ def load_layer(path) -> ClusterTransformer:
     if weights["Q"].dim() != 3:
         raise ValueError(f"checkpoint {os.fspath(path)!r} holds {weights['Q'].shape[0]} layers (one per seed); "
                          "train one seed, or load the run and pick one with model.members()[i]")
-    model = ClusterTransformer(config.d, config.k, config.scheme, config.gamma, impl=config.impl,
-                               dtype=weights["Q"].dtype)
-    with torch.no_grad():
-        for name in "QKV":
-            getattr(model, name).copy_(weights[name])
-    return model.requires_grad_(False)
+    model = layer_for(config, ensemble=False, dtype=weights["Q"].dtype)
+    return load_weights(model, weights).requires_grad_(False)
 
 
 def _chunks(n: int, size: int):

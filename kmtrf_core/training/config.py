@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 from ..attention import IMPLS
 from ..device import resolve_device
 from ..embeddings import SCHEMES
+from ..model import ClusterTransformer
 from ..objectives import OMEGAS
 from ..tasks import FAMILIES, check_families
 from ..validation import check_choice, check_clusters, check_int, check_number
 
-__all__ = ["TrainConfig", "TrainingDiverged", "HISTORY_COLUMNS", "check_config"]
+__all__ = ["TrainConfig", "TrainingDiverged", "HISTORY_COLUMNS", "UNROLL_LOSSES", "check_config", "layer_for"]
+
+UNROLL_LOSSES = ("last", "sum")
+"""With ``TrainConfig.unroll > 1``: the loss of the last step, or the sum over the unrolled steps."""
 
 HISTORY_COLUMNS = ("step", "seed", "train_loss", "val_relative_loss", "wall_time")
 """The columns of a training history, one row per (step, seed)."""
@@ -113,6 +117,27 @@ class TrainConfig:
         No flatness stop before this step (a plateau is flat too).
     snapshots : bool
         Keep the weights at every validation step (``history.attrs["snapshots"]``).
+    ffn : int
+        Hidden width of a feedforward block in the layer (0: none, the
+        paper's layer; Appendix A's open question, chapter 19).
+    unroll : int
+        Layers applied to each training task, re-embedded between steps
+        (1: the paper's single-step training; ``T > 1`` trains for ``T``-step
+        clustering through the unrolled steps, chapter 18). Validation then
+        compares ``T`` layer steps with ``T`` Lloyd steps.
+    unroll_loss : {"last", "sum"}
+        With ``unroll > 1``: the smoothed loss after the last step, or summed
+        over the ``T`` steps.
+    gamma_end, tau_end : float or None
+        Anneal ``gamma`` (the attention's inverse temperature) or ``tau``
+        (the loss's penalty) geometrically from its value to this one over
+        the first :attr:`anneal_steps` steps, then hold it (chapter 18).
+        ``None``: fixed, as in the paper. The trained layer keeps
+        :attr:`final_gamma`.
+    trim : float
+        Fraction of each task's points, those with the largest smoothed
+        losses, left out of the training loss (0: the paper's loss; a robust
+        loss for the Cauchy question, chapter 21). Validation is unchanged.
 
     Raises
     ------
@@ -155,6 +180,14 @@ class TrainConfig:
         None, "stop once the validation curve is flat to this relative tolerance (steps: the maximum)", kind=float)
     min_steps: int = _option(0, "no flatness stop before this step")
     snapshots: bool = _option(False, "keep the weights at every validation step")
+    ffn: int = _option(0, "hidden width of a feedforward block (0: none, the paper's layer)")
+    unroll: int = _option(1, "layers per training task, re-embedded (1: the paper's single-step training)")
+    unroll_loss: str = _option("last", "with unroll > 1: loss after the last step, or summed over steps",
+                               choices=UNROLL_LOSSES)
+    gamma_end: float | None = _option(None, "anneal gamma geometrically to this value (fixed if omitted)",
+                                      kind=float)
+    tau_end: float | None = _option(None, "anneal tau geometrically to this value (fixed if omitted)", kind=float)
+    trim: float = _option(0.0, "fraction of each task's points with the largest losses left out of the loss")
 
     def __post_init__(self) -> None:
         def field_name(name):
@@ -184,6 +217,52 @@ class TrainConfig:
         self.impl = check_choice(self.impl, field_name("impl"), IMPLS)
         if self.device is not None:
             resolve_device(self.device, field_name("device"))
+        check_int(self.ffn, field_name("ffn"), minimum=0)
+        check_int(self.unroll, field_name("unroll"))
+        self.unroll_loss = check_choice(self.unroll_loss, field_name("unroll_loss"), UNROLL_LOSSES)
+        for name in ("gamma_end", "tau_end"):
+            if getattr(self, name) is not None:
+                check_number(getattr(self, name), field_name(name))
+        check_number(self.trim, field_name("trim"), allow_zero=True)
+        if self.trim >= 1:
+            raise ValueError(f"TrainConfig.trim must leave points in the loss (0 <= trim < 1), got {self.trim!r}")
+
+    @property
+    def anneal_steps(self) -> int:
+        """Steps over which ``gamma`` / ``tau`` move to ``gamma_end`` / ``tau_end``.
+
+        ``min_steps`` when the run stops on flatness (it cannot stop before,
+        so the trained layer always ends at ``gamma_end``), else ``steps``.
+
+        >>> TrainConfig(steps=400, until_flat=0.02, min_steps=300).anneal_steps
+        300
+        """
+        return min(self.min_steps, self.steps) if self.until_flat is not None and self.min_steps > 0 else self.steps
+
+    def schedule(self, step: int) -> tuple:
+        """``(gamma, tau)`` in force at optimization step ``step`` (1-based; 0 gives the start values).
+
+        Geometric from the start to the end value over :attr:`anneal_steps`, then constant.
+
+        >>> cfg = TrainConfig(gamma=1.0, gamma_end=16.0, steps=4)
+        >>> [cfg.schedule(step)[0] for step in range(6)]
+        [1.0, 2.0, 4.0, 8.0, 16.0, 16.0]
+        """
+        fraction = min(step, self.anneal_steps) / self.anneal_steps
+
+        def moved(start, end):
+            return start if end is None else float(start * (end / start) ** fraction)
+
+        return moved(self.gamma, self.gamma_end), moved(self.tau, self.tau_end)
+
+    @property
+    def final_gamma(self) -> float:
+        """The attention temperature the trained layer keeps (``gamma_end`` when annealed).
+
+        >>> TrainConfig(gamma=1.0, gamma_end=8.0).final_gamma
+        8.0
+        """
+        return self.gamma if self.gamma_end is None else self.gamma_end
 
     @classmethod
     def from_sizes(cls, sizes, **overrides) -> "TrainConfig":
@@ -210,6 +289,27 @@ class TrainConfig:
 
     # fields that may differ between a checkpoint and the run that resumes it
     RESUMABLE = ("steps", "device")
+
+
+def layer_for(config: TrainConfig, *, ensemble: bool = True, device=None, generator=None,
+              dtype=None) -> ClusterTransformer:
+    """An untrained layer of ``config``'s architecture (the one training and the run cache build).
+
+    Its scheme, ``ffn`` block, attention kernel and temperature (:attr:`TrainConfig.final_gamma`) come
+    from the config; with ``ensemble`` and several seeds, an ensemble of ``len(seeds)``.
+
+    >>> layer = layer_for(TrainConfig(d=2, k=3, n=16, scheme="oh", seeds=(0, 1), gamma_end=4.0))
+    >>> layer.scheme, layer.ensemble, layer.gamma
+    ('oh', 2, 4.0)
+    """
+    check_config(config)
+    S = len(config.seeds)
+    options = {} if dtype is None else {"dtype": dtype}
+    if config.ffn:
+        options["ffn"] = config.ffn
+    return ClusterTransformer(config.d, config.k, config.scheme, config.final_gamma, impl=config.impl,
+                              device=device, generator=generator, ensemble=S if ensemble and S > 1 else None,
+                              **options)
 
 
 def check_config(config) -> TrainConfig:

@@ -39,12 +39,11 @@ from tqdm.auto import tqdm
 from ..device import resolve_device
 from ..evaluate import relative_loss
 from ..lloyd import kmeans_objective, lloyd
-from ..model import ClusterTransformer
 from ..objectives import smoothed_kmeans_loss
 from ..tasks import sample_tasks
 from ..validation import check_int
 from .checkpoints import atomic_save, load_checkpoint, load_weights, remove_stale_temporaries, weights_of
-from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config
+from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, layer_for
 from .convergence import is_flat
 
 __all__ = ["train", "validation_tasks"]
@@ -141,19 +140,17 @@ def train(
     seeds = config.seeds
     S = len(seeds)
 
-    members = [
-        ClusterTransformer(config.d, config.k, config.scheme, config.gamma, impl=config.impl, device=device,
-                           generator=torch.Generator(device=device).manual_seed(seed))
-        for seed in seeds
-    ]
-    model = ClusterTransformer.stack(members) if S > 1 else members[0]
+    members = [layer_for(config, ensemble=False, device=device,
+                         generator=torch.Generator(device=device).manual_seed(seed)) for seed in seeds]
+    model = type(members[0]).stack(members) if S > 1 else members[0]
     del members
-    params = [model.Q, model.K, model.V]
+    params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=config.lr)
     task_gens = [_task_generator(seed, device) for seed in seeds]
     X_val, C_val = validation_tasks(config, device)
-    with torch.no_grad():
-        lloyd_val = kmeans_objective(X_val, lloyd(X_val, C_val))  # the fixed denominators of Eq. 20
+    T = config.unroll
+    with torch.no_grad():  # the fixed denominators of Eq. 20 (T Lloyd steps when training for T steps)
+        lloyd_val = kmeans_objective(X_val, lloyd(X_val, C_val, steps=T))
 
     rows: list[tuple] = []
     snapshots: list[tuple] = []
@@ -197,7 +194,8 @@ def train(
 
     def validate(step: int) -> list[float]:
         model.eval()
-        rel = relative_loss(model, X_val, C_val, chunk=config.batch, reference=lloyd_val)
+        model.gamma = config.schedule(step)[0]
+        rel = relative_loss(model, X_val, C_val, chunk=config.batch, reference=lloyd_val, steps=T)
         model.train()
         per_seed = rel.reshape(S, -1).mean(dim=1)
         curve[step] = _median(per_seed.tolist())
@@ -224,10 +222,16 @@ def train(
         batches = [_sample(config, g, config.batch, device) for g in task_gens]
         X = torch.stack([b[0] for b in batches]) if S > 1 else batches[0][0]  # ((S,) B, n, d)
         C = torch.stack([b[1] for b in batches]) if S > 1 else batches[0][1]
-        centers = model.apply_layers(X, C)
-        # caught before the loss: sparsemax and softmin fed non-finite centers fail without naming the cause
-        _check_finite(centers.detach().reshape(S, -1).isfinite().all(dim=1), "centers", step, seeds, rows)
-        losses = smoothed_kmeans_loss(X.flatten(0, -3), centers.flatten(0, -3), config.omega, config.tau)
+        model.gamma, tau = config.schedule(step)
+        losses = 0.0
+        centers = C
+        for t in range(1, T + 1):  # re-embedded: each step sees fresh tokens, as a single-step layer does
+            centers = model.apply_layers(X, centers)
+            if t == T or config.unroll_loss == "sum":
+                # caught before the loss: sparsemax and softmin fed non-finite centers fail without naming it
+                _check_finite(centers.detach().reshape(S, -1).isfinite().all(dim=1), "centers", step, seeds, rows)
+                losses = losses + smoothed_kmeans_loss(X.flatten(0, -3), centers.flatten(0, -3), config.omega,
+                                                       tau, trim=config.trim)
         per_seed = losses.view(S, config.batch).mean(dim=1)  # (S,)
         optimizer.zero_grad(set_to_none=True)
         per_seed.sum().backward()  # seeds do not interact: each slice gets its own gradient
@@ -252,6 +256,7 @@ def train(
     if checkpoint is not None:
         save(last_step)
     model.eval()
+    model.gamma = config.final_gamma
     history = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
     if config.snapshots:
         history.attrs["snapshots"] = snapshots

@@ -28,11 +28,10 @@ from tqdm.auto import tqdm
 
 from ..device import resolve_device
 from ..evaluate import evaluate_models
-from ..model import ClusterTransformer
 from ..tasks import FAMILIES, family_tasks
 from ..validation import check_choice, check_number, check_table
 from .checkpoints import atomic_save, load_file, load_weights, remove_stale_temporaries, weights_of
-from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config
+from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, layer_for
 from .loop import train
 
 __all__ = [
@@ -229,9 +228,7 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
         if state.get("diverged"):
             step, seed, message = state["diverged"]
             raise TrainingDiverged(message, step=step, seed=seed, history=history)
-        S = len(config.seeds)
-        model = ClusterTransformer(config.d, config.k, config.scheme, config.gamma, impl=config.impl, device=device,
-                                   ensemble=S if S > 1 else None)
+        model = layer_for(config, device=device)
         load_weights(model, state["weights"])
         if config.snapshots:
             history.attrs["snapshots"] = state["snapshots"]
