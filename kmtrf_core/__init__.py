@@ -8,6 +8,7 @@ The folders are the rooms:
   :mod:`~kmtrf_core.lloyd`, :mod:`~kmtrf_core.objectives`,
   :mod:`~kmtrf_core.tasks`, :mod:`~kmtrf_core.lipschitz`,
   :mod:`~kmtrf_core.evaluate`, :mod:`~kmtrf_core.landscape`,
+  :mod:`~kmtrf_core.algorithms`,
   :mod:`~kmtrf_core.dissimilarity`), with :mod:`~kmtrf_core.validation`
   (argument checks) and :mod:`~kmtrf_core.device` (where tensors go);
 * :mod:`kmtrf_core.training`: the config, the training loop with its
@@ -23,6 +24,14 @@ The flat API below re-exports the first three rooms and the estimator; the book'
 imported from :mod:`kmtrf_core.book`.
 """
 
+from .algorithms import (
+    algorithm_distance,
+    compare_algorithms,
+    fit_reference,
+    minibatch_kmeans_step,
+    relaxed_lloyd_step,
+    soft_kmeans_step,
+)
 from .attention import attention_weights, distance_attention, hardmax_weights, sqdist
 from .construction import code_geometry, code_lloyd_step, finite_gamma_error, layer_trace
 from .cost import Measurement, attention_cost, compare_schemes, machine_description, measure_grid, measure_model
@@ -47,7 +56,10 @@ from .evaluate import (
     final_ratios,
     lloyd_loss_trajectory,
     loss_trajectory,
+    pad_tasks,
+    padded_trajectory,
     relative_loss,
+    trajectory_table,
 )
 from .landscape import Landscape, filter_normalized_direction, loss_surface
 from .lipschitz import LipschitzBound, center_norm_sq, empirical_lipschitz, lipschitz_bound, random_parameters
@@ -169,7 +181,17 @@ __all__ = [
     "final_ratios",
     "lloyd_loss_trajectory",
     "loss_trajectory",
+    "pad_tasks",
+    "padded_trajectory",
     "relative_loss",
+    "trajectory_table",
+    # algorithms (what a learned step resembles; Appendix A)
+    "algorithm_distance",
+    "compare_algorithms",
+    "fit_reference",
+    "minibatch_kmeans_step",
+    "relaxed_lloyd_step",
+    "soft_kmeans_step",
     # landscape
     "Landscape",
     "filter_normalized_direction",
