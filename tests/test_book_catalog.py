@@ -97,3 +97,25 @@ def test_chapters_get_their_layers_from_the_catalog(path):
     code = _code(path)
     for call in ("train_cached(", "sweep(", "TrainConfig(", "TrainConfig.from_sizes(", "trained_layers("):
         assert call not in code, f"{path.name} declares or trains runs itself ({call})"
+
+
+def test_part_three_reuses_the_runs_of_parts_one_and_two():
+    """Part III's baselines are the very runs of chapters 9 and 13 (the cache trains them once)."""
+    catalog = book_catalog("book")
+
+    def keys(name, **match):
+        return {cached_path(c).name for c in catalog[name].configs()
+                if all(getattr(c, field) == value for field, value in match.items())}
+
+    figure2a = keys("figure2a", tau=0.1, omega="l2")
+    assert keys("openq_codes", scheme="oh") | keys("openq_codes", scheme="bn") | keys("openq_codes", scheme="na") \
+        == figure2a
+    assert keys("openq_wide_d") == keys("plateau_d", d=8)
+    assert keys("openq_wide_k") == keys("plateau_k", k=10)
+    assert keys("openq_ffn", ffn=0) == keys("openq_codes", scheme="bn")
+    assert keys("openq_cauchy", trim=0.0) == keys("section4_families", family="cauchy", scheme="oh") | keys(
+        "section4_families", family="cauchy", scheme="bn")
+    new = {cached_path(c).name for name, g in catalog.groups.items() if name.startswith("openq")
+           for c in g.configs()} - {cached_path(c).name for name, g in catalog.groups.items()
+                                    if not name.startswith("openq") for c in g.configs()}
+    assert len(new) == 9  # gc, sc, 2 unrolled, 2 annealed, 1 block, 2 trimmed: what Part III adds to make book

@@ -95,7 +95,8 @@ def _inputs_finite(*args) -> bool:
 
 
 # iterating a layer many times can diverge for real; these mark a diverged task with inf (documented), never NaN
-DIVERGENCE_MARKED = {"center_trajectory", "center_trajectory_naive", "loss_trajectory"}
+DIVERGENCE_MARKED = {"center_trajectory", "center_trajectory_naive", "center_trajectory_gammas", "loss_trajectory",
+                     "padded_trajectory"}
 
 
 def _no_nan(value) -> bool:
@@ -144,6 +145,18 @@ MORE_PAIR_FUNCTIONS = {
     "attention_weights_inf": lambda q, k: K.attention_weights(q, k, math.inf),
     "relative_loss": lambda X, C: K.relative_loss(
         K.ClusterTransformer.from_lloyd(_size(X, 2, 2), _size(C, 1, 3), "bn", gamma=10.0, dtype=_dtype(X)), X, C),
+    "relative_loss_steps": lambda X, C: K.relative_loss(
+        K.ClusterTransformer.from_lloyd(_size(X, 2, 2), _size(C, 1, 3), "bn", dtype=_dtype(X)), X, C, steps=2),
+    "smoothed_kmeans_loss_trimmed": lambda X, C: K.smoothed_kmeans_loss(X, C, trim=0.25),
+    "soft_kmeans_step": lambda X, C: K.soft_kmeans_step(X, C, 10.0),
+    "soft_kmeans_step_inf": lambda X, C: K.soft_kmeans_step(X, C, math.inf),
+    "relaxed_lloyd_step": lambda X, C: K.relaxed_lloyd_step(X, C, 1.5),
+    "minibatch_kmeans_step": lambda X, C: K.minibatch_kmeans_step(X, C, max(1, _size(X, 1, 2) // 2), generator=0),
+    "algorithm_distance": lambda X, C: K.algorithm_distance(X, C, C, K.lloyd_step(X, C)),
+    "fit_reference": lambda X, C: K.fit_reference(X, C, K.lloyd_step(X, C), "soft", [1.0, 100.0]).curve,
+    "pad_tasks": lambda X, C: K.pad_tasks(X, C, d=_size(X, 2, 2) + 1, k=_size(C, 1, 3)),
+    "pad_tasks_copy": lambda X, C: K.pad_tasks(X, C, k=_size(C, 1, 3), fill="copy"),
+    "trajectory_table": lambda X, C: K.trajectory_table({"lloyd": K.lloyd_trajectory(X, C, 2).centers}, X, C),
 }
 
 
@@ -369,6 +382,12 @@ MODEL_FUNCTIONS = {
     "filter_normalized_direction": lambda X, C, x: K.filter_normalized_direction(_model_for(X, C), generator=x),
     "loss_surface": lambda X, C, x: K.loss_surface(_model_for(X, C), X, C, [0.0, x], [-1.0, 1.0], generator=0),
     "evaluate_models": lambda X, C, x: K.evaluate_models({"m": _model_for(X, C)}, {"t": (X, C)}, steps=x),
+    "center_trajectory_gammas": lambda X, C, x: K.center_trajectory(_model_for(X, C), X, C, 2, gammas=[1.0, x]),
+    "padded_trajectory": lambda X, C, x: K.padded_trajectory(K.ClusterTransformer(
+        _size(X, 2, 2) + 1, _size(C, 1, 3), "bn", dtype=_dtype(X), generator=torch.Generator().manual_seed(0)),
+        X, C, x),
+    "compare_algorithms": lambda X, C, x: K.compare_algorithms(K.lloyd_step, X, C, x, betas=[1.0, x],
+                                                               alphas=[1.0], batch=1),
     "distance_attention": lambda X, C, x: K.distance_attention(
         X, C, *(torch.eye(_size(X, 2, 2), dtype=_dtype(X)),) * 3, gamma=x),
 }

@@ -35,8 +35,9 @@ and on a CPU; the paper trains 10000 steps on a GPU. Each chapter prints, per ru
 trained and whether it flattened; the `paper` profile reruns it at the paper's sizes.
 
 Rows whose Paper column says *ours* are not the paper's: they are claims this book makes and
-tests itself (from chapter 15 on), kept in the same ledger so that they are measured the same
-way. For them, *reproduced* means that the statement held in our measurement, every time we
+tests itself (chapter 15, and Part III, where "ours (Appendix A)" marks an answer to one of the
+questions the paper's Appendix A leaves open), kept in the same ledger so that they are measured
+the same way. For them, *reproduced* means that the statement held in our measurement, every time we
 checked it, and *not reproduced* that it never did.
 
 | Claim | Paper | Chapter | Measured | Profile | Verdict |

@@ -52,7 +52,7 @@ __all__ = ["Catalog", "Run", "RunGroup", "book_catalog", "main"]
 SIX_CURVES = {"scheme": ["oh", "bn", "na"], "omega": ["ne", "l2"]}
 """The paper's six curves per panel: token embedding times regularized min (Figure 2)."""
 
-_PAPER_SCHEMES = [scheme for scheme in SCHEMES if scheme != "sc"]
+_PAPER_SCHEMES = [scheme for scheme in SCHEMES if scheme not in ("sc", "gc")]
 
 
 class Run(NamedTuple):
@@ -279,6 +279,39 @@ def _realdata_groups(sizes) -> list:
     return groups
 
 
+def _openq_groups(training, section4, openq) -> list:
+    """Part III (chapters 16-21): Appendix A's open questions, run as experiments.
+
+    The base is chapter 9's Figure 2(a) layer at tau 0.1 with L2 (weights kept
+    at every validation), so the paper's schemes are shared runs; the wide
+    layers of chapter 17 are the plateau study's ``d`` and ``k`` runs; the
+    Cauchy layers of chapter 21 are chapter 13's, plus trimmed ones.
+    """
+    base = TrainConfig.from_sizes(training, d=training.fig2a_d, lr=0.01, gamma=1.0, snapshots=True, tau=0.1,
+                                  omega="l2")
+    plain = dataclasses.replace(base, snapshots=False)
+    bn = dataclasses.replace(base, scheme="bn")
+    cauchy = TrainConfig.from_sizes(section4, omega="l2", family="cauchy")
+    return [
+        RunGroup("openq_codes", base, {"scheme": ["oh", "bn", "gc", "sc", "na"]}, "16",
+                 "every token embedding at one setting: the paper's three, Gray-coded BN and scalar codes"),
+        RunGroup("openq_wide_d", plain, {"d": [openq.wide_d], "scheme": ["oh", "bn"]}, "17",
+                 f"layers trained at d'={openq.wide_d}, used on smaller d by zero-padding"),
+        RunGroup("openq_wide_k", plain, {"k": [openq.wide_k], "scheme": ["oh", "bn"]}, "17",
+                 f"layers trained at k'={openq.wide_k}, used on smaller k with filler centers"),
+        RunGroup("openq_unroll", bn, {"unroll": [openq.unroll], "unroll_loss": ["last", "sum"]}, "18",
+                 f"BN layers trained for {openq.unroll}-step clustering (unrolled, re-embedded)"),
+        RunGroup("openq_anneal_gamma", bn, {"gamma_end": [openq.gamma_end]}, "18",
+                 f"the BN layer with gamma annealed from 1 to {openq.gamma_end:g} during training"),
+        RunGroup("openq_anneal_tau", bn, {"tau_end": [openq.tau_end]}, "18",
+                 f"the BN layer with tau annealed from 0.1 to {openq.tau_end:g} during training"),
+        RunGroup("openq_ffn", bn, {"ffn": [0, openq.ffn]}, "19",
+                 f"the BN layer without and with a feedforward block of width {openq.ffn}"),
+        RunGroup("openq_cauchy", cauchy, {"trim": [0.0, openq.trim], "scheme": ["oh", "bn"]}, "21",
+                 f"layers trained on Cauchy tasks with the paper's loss and a {openq.trim:g}-trimmed one"),
+    ]
+
+
 def book_catalog(profile: Profile | str | None = None) -> Catalog:
     """The catalog of the given profile (default: the one in force).
 
@@ -302,6 +335,7 @@ def book_catalog(profile: Profile | str | None = None) -> Catalog:
     groups = _training_groups(profile.chapter("training"))
     groups += _section4_groups(profile.chapter("section4"), profile.chapter("cauchy"), profile.chapter("landscape"))
     groups += _realdata_groups(profile.chapter("realdata"))
+    groups += _openq_groups(profile.chapter("training"), profile.chapter("section4"), profile.chapter("openq"))
     return Catalog(profile=profile, groups={group.name: group for group in groups})
 
 

@@ -107,6 +107,49 @@ CLAIMS: dict[str, Claim] = {
     "recipe_transfers": Claim(
         "A broader training distribution (mixed families, anisotropic components) transfers better to real data.",
         "ours (not in the paper)", "15_real_data"),
+    "codes_needed": Claim(
+        "Every embedding with code dimensions (OH, BN, Gray-coded BN, scalar codes) trains below one Lloyd "
+        "step; the one without (NA) does not.",
+        "ours (Appendix A)", "16_codes"),
+    "one_dimension_learns": Claim(
+        "One extra dimension is enough: a layer with scalar codes (d + 1 dimensions) learns to beat one Lloyd step.",
+        "ours (Appendix A)", "16_codes"),
+    "code_order": Claim(
+        "A trained layer with codes depends on which code each center carries; a layer without codes does not.",
+        "ours (Appendix A)", "16_codes"),
+    "gray_order": Claim(
+        "Giving BN's bits in Gray-code order leaves the trained layer's quality unchanged (within the seeds' range).",
+        "ours (Appendix A)", "16_codes"),
+    "pad_d": Claim(
+        "A layer trained at a larger d' clusters zero-padded tasks of d as well as a layer trained at d "
+        "(within 5%, after 1 and T steps).",
+        "ours (Appendix A)", "17_d_and_k"),
+    "pad_k": Claim(
+        "A layer trained at a larger k' clusters tasks of k, with far filler centers, as well as a layer "
+        "trained at k (within 5%, after 1 and T steps).",
+        "ours (Appendix A)", "17_d_and_k"),
+    "unroll_training": Claim(
+        "Training through T unrolled steps gives a better T-step clusterer than the one-step layer run T times.",
+        "ours (Appendix A)", "18_multistep_training"),
+    "anneal_training": Claim(
+        "Annealing gamma up or tau down during training ends with a better one-step layer than the fixed values.",
+        "ours (Appendix A)", "18_multistep_training"),
+    "anneal_inference": Claim(
+        "Raising gamma over the inference steps improves a trained layer's T-step result.",
+        "ours (Appendix A)", "18_multistep_training"),
+    "ffn_helps": Claim(
+        "A feedforward block makes the trained layer better on its own task family and on the others.",
+        "ours (Appendix A)", "19_feedforward"),
+    "learned_algorithm": Claim(
+        "A fitted Lloyd variant (soft k-means or relaxed Lloyd) is less than half as far from the learned step "
+        "as Lloyd's step is, on every task family.",
+        "ours (Appendix A)", "20_algorithm"),
+    "trim_cauchy": Claim(
+        "With a trimmed loss, layers trained on Cauchy tasks beat one Lloyd step on held-out Cauchy tasks.",
+        "ours (Appendix A)", "21_cauchy_robust"),
+    "trim_transfer": Claim(
+        "Layers trained on Cauchy tasks with a trimmed loss beat one Lloyd step on normal tasks.",
+        "ours (Appendix A)", "21_cauchy_robust"),
 }
 """Claim id -> :class:`Claim`, in the order of the ledger."""
 

@@ -74,6 +74,11 @@ PROFILES: dict[str, dict[str, dict]] = {
         ),
         "cauchy": dict(omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=16, grid=9, span=1.0, gap_scheme="bn"),
         "dissimilarity": dict(m=4, m_large=6, lp_per_family=2, lp_n=24, tasks=16, T=6),
+        "openq": dict(
+            wide_d=8, wide_k=10, ffn=32, unroll=3, gamma_end=8.0, tau_end=0.01, trim=0.1, tasks=16, T=6,
+            d_grid=[1, 2, 4], k_grid=[2, 4, 6], betas=[1, 10, 100, 1000], alphas=[0.5, 1.0, 1.5],
+            minibatch=0.5, inference_gammas=[[1.0, 1.0], [1.0, 8.0]], permutations=4,
+        ),
         "construction": dict(
             n_grid=[16, 64], d_grid=[1, 3], k_grid=[2, 3, 5, 8], tasks=8, steps=10, table_steps=[1, 2, 5, 10, 20],
             table_tasks=32, table_n=128, table_d=4, table_k=6, gammas=[1.0, 10.0, 100.0, 1000.0, 1e4],
@@ -126,6 +131,12 @@ PROFILES: dict[str, dict[str, dict]] = {
         ),
         "cauchy": dict(omegas=["l2"], schemes=["oh", "bn", "na"], tasks=64, grid=21, span=1.0, gap_scheme="bn"),
         "dissimilarity": dict(m=4, m_large=16, lp_per_family=2, lp_n=24, tasks=64, T=20),
+        "openq": dict(
+            wide_d=8, wide_k=10, ffn=32, unroll=3, gamma_end=8.0, tau_end=0.01, trim=0.1, tasks=64, T=10,
+            d_grid=[1, 2, 3, 4], k_grid=[2, 3, 4, 5, 6], betas=[1, 3, 10, 30, 100, 300, 1000, 3000],
+            alphas=[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75], minibatch=0.5,
+            inference_gammas=[[1.0, 1.0], [1.0, 4.0], [1.0, 16.0], [0.5, 8.0]], permutations=8,
+        ),
         "construction": dict(
             n_grid=[16, 64, 256], d_grid=[1, 2, 5, 16], k_grid=[2, 3, 5, 6, 8, 13, 16], tasks=16, steps=10,
             table_steps=[1, 2, 5, 10, 20], table_tasks=256, table_n=256, table_d=8, table_k=10,
@@ -181,6 +192,12 @@ PROFILES: dict[str, dict[str, dict]] = {
         ),
         "cauchy": dict(omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=256, grid=41, span=1.0, gap_scheme="bn"),
         "dissimilarity": dict(m=4, m_large=16, lp_per_family=2, lp_n=24, tasks=256, T=20),
+        "openq": dict(
+            wide_d=8, wide_k=10, ffn=32, unroll=3, gamma_end=8.0, tau_end=0.01, trim=0.1, tasks=256, T=20,
+            d_grid=[1, 2, 3, 4], k_grid=[2, 3, 4, 5, 6], betas=[1, 3, 10, 30, 100, 300, 1000, 3000],
+            alphas=[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75], minibatch=0.5,
+            inference_gammas=[[1.0, 1.0], [1.0, 4.0], [1.0, 16.0], [0.5, 8.0]], permutations=8,
+        ),
         "construction": dict(
             n_grid=[16, 128, 512], d_grid=[1, 2, 8, 32], k_grid=[2, 3, 5, 6, 8, 10, 16, 25], tasks=32, steps=20,
             table_steps=[1, 2, 5, 10, 20], table_tasks=1024, table_n=512, table_d=32, table_k=10,
