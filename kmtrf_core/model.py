@@ -8,6 +8,9 @@ layers:
 * centers: ``C' = C + A(C, X'; 3) + A(C, C; 4)`` (uses the *updated* points)
 
 The model output is the first ``d`` coordinates of the center tokens.
+With ``ffn = h > 0`` (ours, not the paper's: Appendix A asks how a
+feedforward block would change learning) a token-wise two-layer network
+with a residual follows each of the two updates.
 Used in chapters 4 and 5; trained in the training chapter.
 """
 
@@ -135,6 +138,11 @@ class ClusterTransformer(nn.Module):
     torch.Size([4, 3, 2])
     >>> model.d_emb, model.num_parameters()
     (4, 192)
+
+    With a feedforward block of width 8 (``12 * 4**2 + 4*8 + 8 + 8*4 + 4`` parameters):
+
+    >>> ClusterTransformer(2, 3, ffn=8).num_parameters()
+    268
     """
 
     def __init__(

@@ -112,7 +112,7 @@ def test_part_three_reuses_the_runs_of_parts_one_and_two():
         == figure2a
     assert keys("openq_wide_d") == keys("plateau_d", d=8)
     assert keys("openq_wide_k") == keys("plateau_k", k=10)
-    assert keys("openq_ffn", ffn=0) == keys("openq_codes", scheme="bn")
+    assert catalog["openq_ffn"].base.steps > catalog["openq_codes"].base.steps  # the rule stops it, not the cap
     assert keys("openq_cauchy", trim=0.0) == keys("section4_families", family="cauchy", scheme="oh") | keys(
         "section4_families", family="cauchy", scheme="bn")
     new = {cached_path(c).name for name, g in catalog.groups.items() if name.startswith("openq")

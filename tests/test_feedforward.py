@@ -101,3 +101,63 @@ def test_a_run_with_a_block_trains_and_comes_back_from_the_cache(tmp_path, monke
     again, _ = train_cached(config)
     assert all(torch.equal(getattr(cached, n), getattr(again, n)) for n in cached.parameter_names())
     assert torch.allclose(cached.F2, model.F2)
+
+
+def test_the_hand_computation_covers_the_points_and_the_trace():
+    X, C = sample_tasks(2, 9, 2, 3, generator=4, dtype=torch.float64)
+    model = _pair(3, dtype=torch.float64)
+    X_bar, C_bar = model.embed(X, C)
+    trace = {}
+    X_new, C_new = model.layer(X_bar, C_bar, trace=trace)
+
+    def mlp(Z):
+        return torch.relu(Z @ model.F1 + model.b1) @ model.F2 + model.b2
+
+    points = X_bar + trace["update_x"]
+    assert torch.allclose(trace["update_ffn_x"], mlp(points), atol=1e-12)
+    assert torch.allclose(X_new, points + mlp(points), atol=1e-12)
+    centers = C_bar + trace["update_c"]
+    assert torch.allclose(trace["update_ffn_c"], mlp(centers), atol=1e-12)
+    assert torch.allclose(C_new, centers + mlp(centers), atol=1e-12)
+    plain_trace = {}
+    _pair(0, dtype=torch.float64).layer(X_bar, C_bar, trace=plain_trace)
+    assert "update_ffn_x" not in plain_trace and "update_ffn_c" not in plain_trace
+
+
+def test_an_ensemble_round_trips_through_its_members():
+    ensemble = ClusterTransformer(2, 3, "bn", ffn=4, ensemble=3, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():  # nonzero biases, so a member that took another member's bias would show
+        ensemble.b1.normal_(generator=torch.Generator().manual_seed(2))
+        ensemble.b2.normal_(generator=torch.Generator().manual_seed(3))
+    assert tuple(ensemble.F1.shape) == (3, 4, 4) and tuple(ensemble.b1.shape) == (3, 4)
+    assert tuple(ensemble.F2.shape) == (3, 4, 4) and tuple(ensemble.b2.shape) == (3, 4)
+    members = ensemble.members()
+    assert all(m.ffn == 4 and m.ensemble is None for m in members)
+    again = ClusterTransformer.stack(members)
+    for name in ensemble.parameter_names():
+        assert torch.equal(getattr(again, name), getattr(ensemble, name))
+    X, C = sample_tasks(5, 12, 2, 3, generator=0)
+    shared = ensemble(X, C)
+    X_each, C_each = sample_tasks(15, 12, 2, 3, generator=1)
+    each = ensemble(X_each.view(3, 5, 12, 2), C_each.view(3, 5, 3, 2))
+    for i, member in enumerate(members):
+        assert torch.allclose(shared[i], member(X, C), atol=1e-6)
+        assert torch.allclose(each[i], member(X_each[5 * i : 5 * i + 5], C_each[5 * i : 5 * i + 5]), atol=1e-6)
+
+
+def test_the_width_travels_with_the_configuration():
+    model = _pair(6)
+    assert model.hyperparameters()["ffn"] == 6 and model.like().ffn == 6 and model.like(ensemble=2).ffn == 6
+    assert "ffn=6" in repr(model) and "ffn" not in repr(_pair(0))
+    assert not hasattr(_pair(0), "F1")
+    assert ClusterTransformer.from_lloyd(2, 3, "bn").ffn == 0
+    seeded = ClusterTransformer(2, 3, "bn", ffn=6, ensemble=2, generator=torch.Generator().manual_seed(0))
+    plain = ClusterTransformer(2, 3, "bn", ensemble=2, generator=torch.Generator().manual_seed(0))
+    assert all(torch.equal(getattr(seeded, n), getattr(plain, n)) for n in "QKV")
+
+
+def test_weights_of_another_block_are_refused_by_name():
+    weights = weights_of(_pair(6))
+    assert sorted(weights) == ["F1", "F2", "K", "Q", "V", "b1", "b2"]
+    with pytest.raises(ValueError, match=r"hold \['F1', 'F2', 'b1', 'b2'\]"):
+        load_weights(_pair(0), weights)
