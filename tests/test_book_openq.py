@@ -87,3 +87,17 @@ def test_the_algorithm_table_finds_lloyd_in_the_construction():
     first = table.set_index("algorithm")
     assert first.loc["lloyd", "distance"] < 1e-9 and first.loc["relaxed", "parameter"] == 1.0
     assert first.loc["stay", "distance"] == pytest.approx(1.0)
+
+
+def test_the_one_dimension_claim_is_judged_on_the_probe_when_there_is_one():
+    import pandas as pd
+    from kmtrf_core.book.openq import codes_findings
+
+    summary = pd.DataFrame({"final": [0.9, 0.95, 1.3, 1.2]}, index=["oh", "bn", "sc", "na"])
+    table = pd.DataFrame({"step1": [0.9, 0.95, 1.35, 1.2]}, index=summary.index)
+    sens = pd.DataFrame({"scheme": ["oh", "bn", "sc", "na"], "order_gap": [1.5, 1.6, 0.9, 0.0]})
+    seeds = pd.DataFrame({"scheme": ["bn", "gc"], "seed": [0, 0], "final": [0.95, 0.96]})
+    assert codes_findings(summary, table, sens, seeds)["one_dimension_learns"].verdict == "not reproduced"
+    found = codes_findings(summary, table, sens, seeds, probe={"final": 0.98, "step1": 0.99})
+    assert found["one_dimension_learns"].verdict == "reproduced"
+    assert "probe" in found["one_dimension_learns"].value and "1.300" in found["one_dimension_learns"].value

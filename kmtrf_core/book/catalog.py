@@ -310,6 +310,10 @@ def _openq_groups(training, section4, openq) -> list:
         RunGroup("openq_ffn", dataclasses.replace(bn, steps=bn.steps if bn.until_flat is None else bn.steps * 3 // 2),
                  {"ffn": [openq.ffn]}, "19",
                  f"the BN layer with a feedforward block of width {openq.ffn} (without it: openq_codes)"),
+        RunGroup("openq_probe", dataclasses.replace(base, scheme="sc", steps=openq.probe_steps, until_flat=None,
+                                                    min_steps=0),
+                 {"steps": [openq.probe_steps]}, "16",
+                 f"the scalar-code layer trained {openq.probe_steps} steps, not until flat (the probe)", probe=True),
         RunGroup("openq_cauchy", cauchy, {"trim": [0.0, openq.trim], "scheme": ["oh", "bn"]}, "21",
                  f"layers trained on Cauchy tasks with the paper's loss and a {openq.trim:g}-trimmed one"),
     ]

@@ -76,7 +76,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "dissimilarity": dict(m=4, m_large=6, lp_per_family=2, lp_n=24, tasks=16, T=6),
         "openq": dict(
             wide_d=8, wide_k=10, ffn=32, unroll=3, gamma_end=8.0, tau_end=0.01, trim=0.1, tasks=16, T=6,
-            algo_tasks=16, algo_steps=3,
+            algo_tasks=16, algo_steps=3, probe_steps=120,
             d_grid=[1, 2, 4], k_grid=[2, 4, 6], betas=[1, 10, 100, 1000], alphas=[0.5, 1.0, 1.5],
             minibatch=0.5, inference_gammas=[[1.0, 1.0], [1.0, 8.0]], permutations=4,
         ),
@@ -134,7 +134,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "dissimilarity": dict(m=4, m_large=16, lp_per_family=2, lp_n=24, tasks=64, T=20),
         "openq": dict(
             wide_d=8, wide_k=10, ffn=32, unroll=3, gamma_end=8.0, tau_end=0.01, trim=0.1, tasks=256, T=10,
-            algo_tasks=128, algo_steps=5,
+            algo_tasks=128, algo_steps=5, probe_steps=10000,
             d_grid=[1, 2, 3, 4], k_grid=[2, 3, 4, 5, 6], betas=[1, 3, 10, 30, 100, 300, 1000, 3000],
             alphas=[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75], minibatch=0.5,
             inference_gammas=[[1.0, 1.0], [1.0, 4.0], [1.0, 16.0], [0.5, 8.0]], permutations=8,
@@ -196,7 +196,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "dissimilarity": dict(m=4, m_large=16, lp_per_family=2, lp_n=24, tasks=256, T=20),
         "openq": dict(
             wide_d=8, wide_k=10, ffn=32, unroll=3, gamma_end=8.0, tau_end=0.01, trim=0.1, tasks=512, T=20,
-            algo_tasks=256, algo_steps=10,
+            algo_tasks=256, algo_steps=10, probe_steps=20000,
             d_grid=[1, 2, 3, 4], k_grid=[2, 3, 4, 5, 6], betas=[1, 3, 10, 30, 100, 300, 1000, 3000],
             alphas=[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75], minibatch=0.5,
             inference_gammas=[[1.0, 1.0], [1.0, 4.0], [1.0, 16.0], [0.5, 8.0]], permutations=8,
