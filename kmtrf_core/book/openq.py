@@ -482,6 +482,7 @@ def codes_findings(summary, table, sensitivity, per_seed, probe=None) -> dict:
     total = len(coded) + 1
     needed = Finding(
         f"below one Lloyd step: {_fmt({s: v for s, v in learned.items() if v < 1}) or 'none'}; "
+        f"not: {_fmt({s: v for s, v in learned.items() if v >= 1}) or 'none'}; "
         f"NA {final.get('na', float('nan')):.3f}",
         verdict(ok, total), f"final relative validation loss: {_fmt(final.to_dict())} -> {verdict(ok, total)}")
     sc = {"final": final.get("sc", math.nan), "step1": table["step1"].get("sc", math.nan)}
