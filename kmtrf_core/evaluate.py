@@ -32,9 +32,9 @@ import pandas as pd
 import torch
 
 from .lloyd import kmeans_objective, lloyd, lloyd_trajectory
-from .model import GAMMA_MAX, ClusterTransformer, check_model
+from .model import ClusterTransformer, check_gamma, check_model
 from .tasks import FAMILIES, family_tasks, sample_tasks
-from .validation import check_choice, check_int, check_number, check_points_centers, check_table
+from .validation import check_choice, check_clusters, check_int, check_points_centers, check_table
 
 __all__ = [
     "MODES",
@@ -110,9 +110,9 @@ def relative_loss(
         for start in range(0, X.shape[0], chunk):
             Xc, Cc = X[start : start + chunk], C[start : start + chunk]
             centers = model(Xc, Cc)  # ((S,) b, k, d)
-            for _ in range(steps - 1):  # re-embedded (Appendix C)
-                centers = model(Xc.expand(centers.shape[:-2] + Xc.shape[-2:]), centers)
             Xe = Xc.expand(centers.shape[:-2] + Xc.shape[-2:])
+            for _ in range(steps - 1):  # re-embedded (Appendix C)
+                centers = model(Xe, centers)
             out.append(kmeans_objective(Xe.flatten(0, -3), centers.flatten(0, -3)).view(centers.shape[:-2]))
     return torch.cat(out, dim=-1) / reference
 
@@ -176,31 +176,28 @@ def center_trajectory(
     schedule = _gamma_schedule(gammas, steps, model.gamma)
     d = model.d
     parts = []
-    kept = model.gamma
-    try:
-        with torch.no_grad():
-            for start in range(0, X.shape[0], chunk):
-                Xc, Cc = X[start : start + chunk], C[start : start + chunk]
-                Xc, Cc = model.prepare_tasks(Xc, Cc)  # ((S,) b, n, d), ((S,) b, k, d)
-                out = [Cc]
-                if mode == "naive":
-                    X_bar, C_bar = model.embed(Xc, Cc)
-                    for gamma in schedule:
-                        model.gamma = gamma
-                        X_bar, C_bar = model.layer(X_bar, C_bar)
-                        out.append(C_bar[..., :d])
-                else:
-                    current = Cc
-                    for gamma in schedule:
-                        model.gamma = gamma
-                        X_bar, C_bar = model.embed(Xc, current)
-                        current = model.layer(X_bar, C_bar)[1][..., :d]
-                        out.append(current)
-                parts.append(torch.stack(out))  # (T + 1, (S,) b, k, d)
-    finally:
-        model.gamma = kept
-    centers = torch.cat(parts, dim=-3)
-    # inf marks a diverged task (an overflow inside the layer can surface as NaN)
+    with torch.no_grad():
+        for start in range(0, X.shape[0], chunk):
+            Xc, Cc = X[start : start + chunk], C[start : start + chunk]
+            Xc, Cc = model.prepare_tasks(Xc, Cc)  # ((S,) b, n, d), ((S,) b, k, d)
+            out = [Cc]
+            if mode == "naive":
+                X_bar, C_bar = model.embed(Xc, Cc)
+                for gamma in schedule:
+                    X_bar, C_bar = model.layer(X_bar, C_bar, gamma=gamma)
+                    out.append(C_bar[..., :d])
+            else:
+                current = Cc
+                for gamma in schedule:
+                    X_bar, C_bar = model.embed(Xc, current)
+                    current = model.layer(X_bar, C_bar, gamma=gamma)[1][..., :d]
+                    out.append(current)
+            parts.append(torch.stack(out))  # (T + 1, (S,) b, k, d)
+    return _marked_diverged(torch.cat(parts, dim=-3))
+
+
+def _marked_diverged(centers: torch.Tensor) -> torch.Tensor:
+    """``inf`` where a diverged task's centers went NaN (an overflow inside the layer can surface as NaN)."""
     return torch.where(torch.isnan(centers), torch.full((), math.inf, dtype=centers.dtype), centers)
 
 
@@ -213,11 +210,7 @@ def _gamma_schedule(gammas, steps: int, default: float) -> list:
         raise ValueError(f"gammas must be a sequence of {steps} numbers, got {gammas!r}") from None
     if len(values) != steps:
         raise ValueError(f"gammas must hold one temperature per step ({steps}), got {len(values)}")
-    for value in values:
-        check_number(value, "gammas entries", allow_inf=True)
-        if math.isfinite(value) and value > GAMMA_MAX:
-            raise ValueError(f"gammas entries must be at most {GAMMA_MAX:g} or math.inf, got {value!r}")
-    return values
+    return [check_gamma(value, "gammas entries") for value in values]
 
 
 def _losses(X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
@@ -327,13 +320,11 @@ def pad_tasks(X: torch.Tensor, C: torch.Tensor, d: int | None = None, k: int | N
     B, n, d0 = X.shape
     k0 = C.shape[1]
     d = d0 if d is None else check_int(d, "d")
-    k = k0 if k is None else check_int(k, "k", minimum=2)
+    k = k0 if k is None else check_clusters(k, n)
     if d < d0:
         raise ValueError(f"d={d} is smaller than the tasks' {d0} coordinates: padding only adds dimensions")
     if k < k0:
         raise ValueError(f"k={k} is smaller than the tasks' {k0} centers: padding only adds centers")
-    if k > n:
-        raise ValueError(f"k={k} centers for tasks of n={n} points: a layer needs k <= n")
     if fill == "copy":
         extra = C[:, torch.arange(k0, k, device=C.device) % k0]
     else:
@@ -398,8 +389,7 @@ def padded_trajectory(model: ClusterTransformer, X: torch.Tensor, C: torch.Tenso
                 Xp, Cp = Xp.view(S, -1, *Xp.shape[1:]), Cp.view(S, -1, *Cp.shape[1:])
             current = model.apply_layers(Xp, Cp)[..., :k, :d]
             out.append(current)
-    centers = torch.stack(out)
-    return torch.where(torch.isnan(centers), torch.full((), math.inf, dtype=centers.dtype), centers)
+    return _marked_diverged(torch.stack(out))
 
 
 def lloyd_loss_trajectory(X: torch.Tensor, C: torch.Tensor, steps: int) -> torch.Tensor:

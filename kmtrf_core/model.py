@@ -68,6 +68,23 @@ def lloyd_weights(d: int, m: int, dtype: torch.dtype = torch.float64, device=Non
     return Q, K, V
 
 
+def check_gamma(gamma, name: str = "gamma") -> float:
+    """An inverse temperature: a positive number at most :data:`GAMMA_MAX`, or ``math.inf``.
+
+    >>> check_gamma(4), check_gamma(math.inf)
+    (4.0, inf)
+    >>> check_gamma(1e30)
+    Traceback (most recent call last):
+    ...
+    ValueError: gamma must be at most 1e+20 (beyond it the scaled logits overflow), or math.inf for the exact limit; got 1e+30
+    """
+    value = check_number(gamma, name, allow_inf=True)
+    if math.isfinite(value) and value > GAMMA_MAX:
+        raise ValueError(f"{name} must be at most {GAMMA_MAX:g} (beyond it the scaled logits overflow), or "
+                         f"math.inf for the exact limit; got {gamma!r}")
+    return value
+
+
 class ClusterTransformer(nn.Module):
     """Transformer layer that maps a clustering task ``(X, C)`` to new centers.
 
@@ -170,10 +187,7 @@ class ClusterTransformer(nn.Module):
         self.ensemble = ensemble
         self.d = check_int(d, "d")
         self.k = check_int(k, "k", minimum=2)
-        self.gamma = check_number(gamma, "gamma", allow_inf=True)
-        if math.isfinite(self.gamma) and self.gamma > GAMMA_MAX:
-            raise ValueError(f"gamma must be at most {GAMMA_MAX:g} (beyond it the scaled logits overflow), or "
-                             f"math.inf for the exact limit; got {gamma!r}")
+        self.gamma = check_gamma(gamma)
         self.impl = check_choice(impl, "impl", IMPLS)
         if codes is None:
             self.scheme = check_choice(scheme, "scheme", SCHEMES)
@@ -245,7 +259,8 @@ class ClusterTransformer(nn.Module):
         return Q, K, V
 
     def layer(
-        self, X_bar: torch.Tensor, C_bar: torch.Tensor, trace: dict | None = None, chunk: int | None = None
+        self, X_bar: torch.Tensor, C_bar: torch.Tensor, trace: dict | None = None, chunk: int | None = None,
+        gamma: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One application of Eq. 4 to token embeddings; returns the updated ``(X_bar, C_bar)``.
 
@@ -254,12 +269,15 @@ class ClusterTransformer(nn.Module):
         updates under ``"update_x"`` / ``"update_c"``
         (see :func:`kmtrf_core.construction.layer_trace`). With ``chunk``,
         at most ``chunk`` queries are attended at a time (bounded memory).
+        ``gamma`` overrides the layer's temperature for this application
+        (an inference-time schedule, :func:`~kmtrf_core.evaluate.center_trajectory`).
         """
+        temperature = self.gamma if gamma is None else check_gamma(gamma)
 
         def a(mu, Zq, Zk):
             if chunk is not None and trace is None and Zq.shape[-2] > chunk:
                 return torch.cat([a(mu, Zq[..., i : i + chunk, :], Zk) for i in range(0, Zq.shape[-2], chunk)], dim=-2)
-            return attend(Zq, Zk, *self._projections(mu), self.gamma, self.impl, trace, f"weights_{mu + 1}")
+            return attend(Zq, Zk, *self._projections(mu), temperature, self.impl, trace, f"weights_{mu + 1}")
 
         update_x = a(0, X_bar, C_bar) + a(1, X_bar, X_bar)  # (B, n, d_emb)
         X_new = X_bar + update_x

@@ -213,9 +213,19 @@ class Catalog:
         return train_many(self.configs(), **options)
 
 
+def _figure2a_base(sizes) -> TrainConfig:
+    """Chapter 9's Figure 2(a) setting, weights kept at every validation; Part III shares its runs."""
+    return TrainConfig.from_sizes(sizes, d=sizes.fig2a_d, lr=0.01, gamma=1.0, snapshots=True)
+
+
+def _section4_base(section4, family: str = "normal") -> TrainConfig:
+    """The Section 4 layers' setting (L2); Part III's Cauchy layers share chapter 13's runs."""
+    return TrainConfig.from_sizes(section4, omega="l2", family=family)
+
+
 def _training_groups(sizes) -> list:
     """Chapter 9: Figure 2, the plateau study and the Appendix F ablations."""
-    base = TrainConfig.from_sizes(sizes, d=sizes.fig2a_d, lr=0.01, gamma=1.0, snapshots=True)
+    base = _figure2a_base(sizes)
     plain = dataclasses.replace(base, snapshots=False)
     early = dataclasses.replace(plain, steps=sizes.ablation_steps, until_flat=None, min_steps=0)
     groups = [
@@ -249,7 +259,7 @@ def _training_groups(sizes) -> list:
 
 def _section4_groups(section4, cauchy, landscape) -> list:
     """Chapters 10-14: the Section 4 layers, and the layers of the loss landscapes."""
-    base = TrainConfig.from_sizes(section4, omega="l2", family="normal")
+    base = _section4_base(section4)
     return [
         RunGroup("section4_schemes", base, {"scheme": _PAPER_SCHEMES, "omega": list(OMEGAS)}, "10",
                  "Section 4 layers on the normal family, every embedding and regularized min (chapters 10, 11)"),
@@ -287,11 +297,10 @@ def _openq_groups(training, section4, openq) -> list:
     layers of chapter 17 are the plateau study's ``d`` and ``k`` runs; the
     Cauchy layers of chapter 21 are chapter 13's, plus trimmed ones.
     """
-    base = TrainConfig.from_sizes(training, d=training.fig2a_d, lr=0.01, gamma=1.0, snapshots=True, tau=0.1,
-                                  omega="l2")
+    base = dataclasses.replace(_figure2a_base(training), tau=0.1, omega="l2")
     plain = dataclasses.replace(base, snapshots=False)
     bn = dataclasses.replace(base, scheme="bn")
-    cauchy = TrainConfig.from_sizes(section4, omega="l2", family="cauchy")
+    cauchy = _section4_base(section4, family="cauchy")
     return [
         RunGroup("openq_codes", base, {"scheme": ["oh", "bn", "gc", "sc", "na"]}, "16",
                  "every token embedding at one setting: the paper's three, Gray-coded BN and scalar codes"),

@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 from ..device import resolve_device
 from ..evaluate import relative_loss
 from ..lloyd import kmeans_objective, lloyd
+from ..model import ClusterTransformer
 from ..objectives import smoothed_kmeans_loss
 from ..tasks import sample_tasks
 from ..validation import check_int
@@ -142,7 +143,7 @@ def train(
 
     members = [layer_for(config, ensemble=False, device=device,
                          generator=torch.Generator(device=device).manual_seed(seed)) for seed in seeds]
-    model = type(members[0]).stack(members) if S > 1 else members[0]
+    model = ClusterTransformer.stack(members) if S > 1 else members[0]
     del members
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=config.lr)
