@@ -20,9 +20,14 @@ The folders are the rooms:
 * :mod:`kmtrf_core.book`: what only the book needs (run profiles, the claims
   ledger, figure helpers, the experiments several chapters share).
 
-The flat API below re-exports the first three rooms and the estimator; the book's plumbing is
-imported from :mod:`kmtrf_core.book`.
+The flat API below re-exports the paper room, the training and cost rooms and the estimator;
+the book's plumbing is imported from :mod:`kmtrf_core.book`. Importing the package (or any
+paper module) loads only the paper room, torch, numpy and pandas: the names of the other rooms
+load their room on first use (``kmtrf_core.TrainConfig`` imports :mod:`kmtrf_core.training`
+then), so ``import kmtrf_core.lloyd`` pulls in neither scikit-learn, Dask, POT nor tqdm.
 """
+
+import importlib
 
 from .algorithms import (
     algorithm_distance,
@@ -34,7 +39,6 @@ from .algorithms import (
 )
 from .attention import attention_weights, distance_attention, hardmax_weights, sqdist
 from .construction import code_geometry, code_lloyd_step, finite_gamma_error, layer_trace
-from .cost import Measurement, attention_cost, compare_schemes, machine_description, measure_grid, measure_model
 from .device import default_device
 from .dissimilarity import block_labels, block_summary, distance_samples, emd_matrix
 from .embeddings import (
@@ -47,7 +51,6 @@ from .embeddings import (
     parameter_count,
     parameter_reduction,
 )
-from .estimator import TransformerKMeans
 from .evaluate import (
     MODES,
     center_trajectory,
@@ -96,16 +99,6 @@ from .tasks import (
     shifted_tasks,
     to_unit_cube,
 )
-from .training import (
-    TrainConfig,
-    TrainingDiverged,
-    convergence_summary,
-    family_generalization,
-    sweep,
-    train,
-    train_cached,
-)
-
 __version__ = "0.1.0"
 
 __all__ = [
@@ -202,7 +195,6 @@ __all__ = [
     "TrainConfig",
     "TrainingDiverged",
     "convergence_summary",
-    "family_generalization",
     "sweep",
     "train",
     "train_cached",
@@ -213,4 +205,26 @@ __all__ = [
     "machine_description",
     "measure_grid",
     "measure_model",
+    "training_step_ms",
 ]
+
+_LAZY = {
+    "TransformerKMeans": "estimator",
+    **dict.fromkeys(("TrainConfig", "TrainingDiverged", "convergence_summary", "sweep", "train", "train_cached"),
+                    "training"),
+    **dict.fromkeys(("Measurement", "attention_cost", "compare_schemes", "machine_description", "measure_grid",
+                     "measure_model", "training_step_ms"), "cost"),
+}
+"""Flat names of the other rooms -> their room, imported on first use (PEP 562)."""
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value  # the next lookup is a plain attribute
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))

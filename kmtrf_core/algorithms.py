@@ -293,7 +293,7 @@ def minibatch_kmeans_step(X: torch.Tensor, C: torch.Tensor, batch: int, generato
     check_int(batch, "batch")
     if batch > n:
         raise ValueError(f"batch must be <= n, got batch={batch} for n={n} points")
-    gen = make_generator(generator, X.device)
+    gen = make_generator(generator, X.device, name="generator")
     # drawn where the generator lives, so one seed picks the same points whatever X's device
     order = torch.rand(B, n, generator=gen, dtype=torch.float32, device=gen.device).argsort(dim=1).to(X.device)
     sampled = torch.zeros(B, n, dtype=X.dtype, device=X.device)
@@ -540,7 +540,7 @@ def compare_algorithms(
     check_int(batch, "batch")
     if batch > X.shape[1]:
         raise ValueError(f"batch must be <= n, got batch={batch} for n={X.shape[1]} points")
-    gen = make_generator(generator, X.device)
+    gen = make_generator(generator, X.device, name="generator")
     rows = []
     with torch.no_grad():
         for t in range(1, steps + 1):

@@ -104,9 +104,10 @@ def task_sqdist(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
 
 
 def squared_distances(A: torch.Tensor, B: torch.Tensor, center: bool = True) -> torch.Tensor:
-    """:func:`sqdist` without input checks, for callers that checked their input (Lloyd, the losses).
+    """The kernel of :func:`sqdist` and :func:`task_sqdist`: no input checks and no overflow check.
 
-    ``center=False`` skips the shift by the mean of ``B``: the exact
+    With ``center=True`` both sets are first moved by ``B``'s first point, as
+    in :func:`sqdist`. ``center=False`` skips that shift: the exact
     ``gamma = inf`` attention of the layer keeps the plain expansion, whose
     exact ties (the averaging hardmax of Eq. 18) a shift could round apart.
 
@@ -133,13 +134,13 @@ def hardmax_weights(D: torch.Tensor) -> torch.Tensor:
     Parameters
     ----------
     D : torch.Tensor
-        ``(..., q, r)`` distances (or any scores to minimize), float32 or
-        float64, finite, no empty dimension.
+        ``(..., r)`` scores to minimize (e.g. ``(..., q, r)`` distances), rank
+        ``>= 1``, float32 or float64, finite, no empty dimension.
 
     Returns
     -------
     torch.Tensor
-        ``(..., q, r)``, non-negative, rows summing to 1.
+        ``D``'s shape, non-negative, rows summing to 1.
 
     Examples
     --------

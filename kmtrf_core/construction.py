@@ -14,7 +14,8 @@ the ``m`` code coordinates,
 ====  =======  =======  =======  =====================================
 
 so one construction serves every code matrix with distinct rows: one-hot
-(OH), binary (BN), and our scalar codes ``0..k-1`` (SC, ``d_emb = d + 1``).
+(OH), binary (BN), and our Gray (GC) and scalar codes ``0..k-1`` (SC,
+``d_emb = d + 1``).
 At ``gamma = inf`` exactness needs (i) distinct code rows, (ii) no empty
 cluster and (iii) no exact tie in an assignment. What each scheme costs at
 finite ``gamma`` is governed by the code geometry (:func:`code_geometry`).
@@ -43,9 +44,10 @@ def code_geometry(k: int, scheme: str | None = None, codes: torch.Tensor | None 
     Parameters
     ----------
     k : int
-        Number of clusters.
-    scheme : {"oh", "bn", "sc"}, optional
-        Whose codes (:func:`~kmtrf_core.embeddings.cluster_codes`) to describe.
+        Number of clusters (unused when ``codes`` is given).
+    scheme : str, optional
+        One of :data:`~kmtrf_core.embeddings.SCHEMES`: whose codes
+        (:func:`~kmtrf_core.embeddings.cluster_codes`) to describe.
     codes : torch.Tensor, optional
         A ``(k, m)`` code matrix to describe instead of a scheme's.
 
@@ -150,7 +152,8 @@ def layer_trace(model, X_bar: torch.Tensor, C_bar: torch.Tensor) -> dict:
         at ``gamma = inf``); ``update_x`` ``(B, n, d_emb)``: the sum of the two
         attentions (Eq. 15); ``X_bar``: the updated point tokens;
         ``weights_3`` ``(B, k, n)`` and ``weights_4`` ``(B, k, k)`` (Eq. 18);
-        ``update_c`` (Eq. 19); ``C_bar``: the updated center tokens.
+        ``update_c`` (Eq. 19); ``C_bar``: the updated center tokens; with a
+        feedforward block also ``update_ffn_x`` and ``update_ffn_c``.
 
     Examples
     --------
@@ -192,8 +195,8 @@ def finite_gamma_error(X: torch.Tensor, C: torch.Tensor, scheme: str, gamma: flo
         Points ``(B, n, d)``.
     C : torch.Tensor
         Initial centers ``(B, k, d)``.
-    scheme : {"oh", "bn", "sc"}
-        Token embedding of the constructed layer.
+    scheme : {"oh", "bn", "gc", "sc"}
+        Token embedding of the constructed layer (``"na"`` has none).
     gamma : float
         Attention inverse temperature, ``> 0`` or ``math.inf``.
     steps : int

@@ -1,7 +1,7 @@
 """Where computations run: CUDA when available, else the CPU.
 
 Every function that creates tensors without inputs to copy a device from
-(training, the cost harness, the book's profiles) asks here.
+(training, the cost harness, the estimator, the book's profiles) asks here.
 """
 
 from __future__ import annotations

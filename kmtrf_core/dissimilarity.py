@@ -144,7 +144,7 @@ def block_labels(tasks: dict) -> list:
     ----------
     tasks : dict
         Label -> ``(X, C)`` with ``X`` ``(B_label, n, d)``, e.g. from
-        :func:`~kmtrf_core.evaluate.family_tasks`.
+        :func:`~kmtrf_core.tasks.family_tasks`.
 
     Returns
     -------
@@ -193,6 +193,8 @@ def block_summary(D, labels, include_diagonal: bool = False):
     [[0.5, 3.25], [3.25, 1.0]]
     """
     D = np.asarray(D, dtype=np.float64)
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, "__iter__"):
+        raise ValueError(f"labels must be a sequence of block names, one per task, got {labels!r}")
     labels = list(labels)
     if D.ndim != 2 or D.shape[0] != D.shape[1]:
         raise ValueError(f"D must be a square matrix, got shape {D.shape}")

@@ -88,7 +88,7 @@ def code_dim(k: int, scheme: str) -> int:
     Returns
     -------
     int
-        ``k`` (OH), ``ceil(log2 k)`` (BN), 1 (SC) or 0 (NA).
+        ``k`` (OH), ``ceil(log2 k)`` (BN, GC), 1 (SC) or 0 (NA).
 
     Examples
     --------
@@ -181,12 +181,8 @@ def parameter_count(d: int, k: int, scheme: str) -> int:
 
     Parameters
     ----------
-    d : int
-        Data dimension.
-    k : int
-        Number of clusters, ``k >= 2``.
-    scheme : {"oh", "bn", "gc", "sc", "na"}
-        Token embedding.
+    d, k, scheme
+        As in :func:`embedding_dim`.
 
     Returns
     -------
@@ -209,11 +205,9 @@ def parameter_reduction(d: int, k: int, scheme: str = "bn", baseline: str = "oh"
 
     Parameters
     ----------
-    d : int
-        Data dimension.
-    k : int
-        Number of clusters, ``k >= 2``.
-    scheme, baseline : {"oh", "bn", "sc", "na"}
+    d, k
+        As in :func:`embedding_dim`.
+    scheme, baseline : {"oh", "bn", "gc", "sc", "na"}
         The scheme to rate and the one it is compared with.
 
     Returns
@@ -237,20 +231,20 @@ def embed(
     Parameters
     ----------
     X : torch.Tensor
-        Points, ``(B, n, d)``.
+        Points, ``(B, n, d)`` (an ensemble's ``(S, B, n, d)`` also works).
     C : torch.Tensor
-        Initial centers, ``(B, k, d)``.
+        Initial centers, ``(B, k, d)`` (or ``(S, B, k, d)``).
     scheme : {"oh", "bn", "gc", "sc", "na"}
-        Token embedding.
+        Token embedding; ignored when ``codes`` is given.
     codes : torch.Tensor, optional
-        A ``(k, m)`` code matrix to use instead of the scheme's.
+        A ``(k, m)`` code matrix of ``X``'s dtype to use instead of the scheme's.
 
     Returns
     -------
     X_bar : torch.Tensor
-        ``(B, n, d_emb)``: the points followed by ``m`` zeros.
+        ``(..., n, d_emb)``: the points followed by ``m`` zeros.
     C_bar : torch.Tensor
-        ``(B, k, d_emb)``: the centers followed by their cluster codes.
+        ``(..., k, d_emb)``: the centers followed by their cluster codes.
 
     Examples
     --------

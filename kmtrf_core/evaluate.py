@@ -2,26 +2,20 @@
 
 A layer trained for one step can be run for ``T`` steps in two ways:
 
-* **re-embedding** (Appendix C): each step applies the whole model to the
-  task with the current centers, ``C^(t+1) = F(X, C^(t))``, so every step sees
-  fresh token embeddings, as in training;
-* **naive iteration** (Fig. 6, left): embed once and apply the layer of
-  Eq. (4) ``T`` times to its own token embeddings, reading the centers off the
-  first ``d`` coordinates after each layer. This is what the construction of
-  Theorem 2.1 does at ``gamma = inf``.
+* **re-embedding** (Appendix C): ``C^(t+1) = F(X, C^(t))``, the whole model
+  on the task with the current centers, fresh token embeddings as in training;
+* **naive iteration** (Fig. 6, left): embed once, apply the layer of Eq. (4)
+  ``T`` times to its own token embeddings and read the centers off the first
+  ``d`` coordinates after each layer, as the construction of Theorem 2.1 does
+  at ``gamma = inf``.
 
 Both are compared with Lloyd's algorithm (Algorithm 2) from the same initial
-centers, step by step, by the k-means loss of Eq. (1). The evaluation tables
-are tidy pandas DataFrames, one row per (model, ensemble member, test, mode,
-step), so the chapters aggregate them with ``groupby``. The probes of Section 4
-(shifted mixtures of Fig. 7, other families of Fig. 8/18, other numbers of
-points of Fig. 12) differ only in the tasks they evaluate on, which
-:func:`~kmtrf_core.tasks.shifted_tasks` and :func:`~kmtrf_core.tasks.family_tasks`
-draw. Training the layers is not this module's job: the runs that chapters
-evaluate come from :mod:`kmtrf_core.training`.
-
-Used in the chapters on multi-step clustering, generalization, the Cauchy
-problem and task dissimilarities.
+centers, step by step, by the k-means loss of Eq. (1), in tidy DataFrames with
+one row per (model, ensemble member, test, mode, step). The probes of Section 4
+(shifts of Fig. 7, families of Fig. 8/18, sizes of Fig. 12) differ only in
+their tasks (:func:`~kmtrf_core.tasks.shifted_tasks`,
+:func:`~kmtrf_core.tasks.family_tasks`); the trained layers come from
+:mod:`kmtrf_core.training`. Used in most chapters of Parts II and III.
 """
 
 from __future__ import annotations
@@ -73,22 +67,21 @@ def relative_loss(
     ----------
     model : ClusterTransformer
         A single layer or an ensemble of ``S``.
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Initial centers ``(B, k, d)``.
+    X, C : torch.Tensor
+        Points ``(B, n, d)`` and initial centers ``(B, k, d)``.
     chunk : int
         Tasks per forward pass.
     reference : torch.Tensor, optional
-        The denominators ``L(X, Lloyd_T(X, C))`` ``(B,)`` when they are
-        already known (fixed validation tasks), so they are not recomputed.
+        The denominators ``L(X, Lloyd_T(X, C))`` ``(B,)``, when already known
+        (fixed validation tasks).
     steps : int
         Steps ``T`` of both algorithms.
 
     Returns
     -------
     torch.Tensor
-        ``(B,)``, or ``(S, B)`` for an ensemble.
+        ``(B,)``, or ``(S, B)`` for an ensemble. A task that Lloyd solves
+        with zero loss raises ``ValueError`` (the ratio is undefined).
 
     Examples
     --------
@@ -132,10 +125,8 @@ def center_trajectory(
     ----------
     model : ClusterTransformer
         A single layer or an ensemble of ``S`` layers.
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Initial centers ``(B, k, d)``.
+    X, C : torch.Tensor
+        Points ``(B, n, d)`` and initial centers ``(B, k, d)``.
     steps : int
         Number of clustering steps ``T``.
     mode : {"reembed", "naive"}
@@ -152,11 +143,10 @@ def center_trajectory(
     -------
     torch.Tensor
         ``(T + 1, B, k, d)``, or ``(T + 1, S, B, k, d)`` for an ensemble;
-        index 0 holds the initial centers. Computed without gradients.
-        A task whose iteration leaves the float range (naive iteration of a
-        learned layer can) has ``inf`` centers from that step on, never NaN:
-        the caller sees the divergence, and :func:`loss_trajectory` reports
-        an ``inf`` loss for it.
+        index 0 holds the initial centers. Computed without gradients. A
+        task whose iteration overflows (naive iteration of a learned layer
+        can) gets ``inf`` centers, never NaN, and an ``inf`` loss in
+        :func:`loss_trajectory`.
 
     Examples
     --------
@@ -236,20 +226,8 @@ def loss_trajectory(
 
     Parameters
     ----------
-    model : ClusterTransformer
-        A single layer or an ensemble of ``S`` layers.
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Initial centers ``(B, k, d)``.
-    steps : int
-        Number of clustering steps ``T``.
-    mode : {"reembed", "naive"}
-        How the layer is iterated (see :func:`center_trajectory`).
-    chunk : int
-        Tasks per batch.
-    gammas : sequence of float, optional
-        One attention temperature per step (see :func:`center_trajectory`).
+    model, X, C, steps, mode, chunk, gammas
+        As in :func:`center_trajectory`.
 
     Returns
     -------
@@ -275,29 +253,27 @@ def pad_tasks(X: torch.Tensor, C: torch.Tensor, d: int | None = None, k: int | N
     not change (Appendix A's proposal for ``d``). The ``k' - k`` missing
     centers are filled in one of two ways (our design for ``k``):
 
-    * ``"far"`` (default): dummy centers outside the task's bounding box, at
-      least one box width beyond every point in every coordinate, so no point
-      is nearer to a dummy than to a real center. At ``gamma = inf`` a dummy
-      gets no points (its cluster is empty) and the constructed layer executes
-      Lloyd's step on the ``k`` real centers exactly, for every scheme (tested).
+    * ``"far"`` (default): dummy centers ``(v_j, ..., v_j)``, ``v_j = max + 2 j w``
+      with ``w`` the task's box width (at least 1), so no point is nearer to a
+      dummy than to a real center. At ``gamma = inf`` a dummy gets no points and
+      the constructed layer executes Lloyd's step on the ``k`` real centers
+      exactly, for every scheme (tested).
     * ``"copy"``: copies of the task's own centers, in turn (``C[:, j mod k]``),
-      which stay in the data's range. A point is then tied between a center
-      and its copy; the averaging hardmax writes the mean of their two codes
-      into the point's token, which is still unambiguous for one-hot codes but
-      can equal a third cluster's code for binary ones: the constructed OH
-      layer stays exact, the BN layer does not (tested, and shown in chapter 17).
+      inside the data's range. A point is then tied between a center and its
+      copy; the averaging hardmax writes the mean of their two codes into the
+      point's token, unambiguous for one-hot codes but possibly a third
+      cluster's code for binary ones: the constructed OH layer stays exact,
+      the BN layer does not (tested, and shown in chapter 17).
 
     Read the first ``k`` centers and ``d`` coordinates of the output
     (:func:`padded_trajectory` does both, step by step).
 
     Parameters
     ----------
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Centers ``(B, k, d)``.
+    X, C : torch.Tensor
+        Points ``(B, n, d)`` and centers ``(B, k, d)``.
     d, k : int, optional
-        The layer's sizes (default: the task's own).
+        The layer's sizes ``d' >= d`` and ``k <= k' <= n`` (default: the task's own).
     fill : {"far", "copy"}
         How the missing centers are made.
 
@@ -331,7 +307,7 @@ def pad_tasks(X: torch.Tensor, C: torch.Tensor, d: int | None = None, k: int | N
         both = torch.cat([X, C], dim=1).flatten(1)  # (B, (n + k) d)
         lo, hi = both.min(dim=1).values, both.max(dim=1).values  # (B,)
         width = torch.clamp(hi - lo, min=1.0)
-        steps = torch.arange(1, k - k0 + 1, dtype=X.dtype, device=X.device)  # one box width apart
+        steps = torch.arange(1, k - k0 + 1, dtype=X.dtype, device=X.device)  # two box widths apart
         extra = (hi[:, None] + 2 * width[:, None] * steps[None, :])[..., None].expand(B, k - k0, d0)
     zeros = X.new_zeros(())
     X = torch.cat([X, zeros.expand(B, n, d - d0)], dim=-1)
@@ -351,12 +327,8 @@ def padded_trajectory(model: ClusterTransformer, X: torch.Tensor, C: torch.Tenso
     ----------
     model : ClusterTransformer
         A single layer or an ensemble, trained at ``d' >= d``, ``k' >= k``.
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Initial centers ``(B, k, d)``.
-    steps : int
-        Clustering steps ``T``.
+    X, C, steps
+        As in :func:`center_trajectory`.
     fill : {"far", "copy"}
         How the missing centers are made (:func:`pad_tasks`).
 
@@ -393,18 +365,12 @@ def padded_trajectory(model: ClusterTransformer, X: torch.Tensor, C: torch.Tenso
 
 
 def lloyd_loss_trajectory(X: torch.Tensor, C: torch.Tensor, steps: int) -> torch.Tensor:
-    """The k-means loss (Eq. 1) of each task after each of ``steps`` Lloyd iterations (Algorithm 2).
-
-    Empty clusters keep their previous center (``empty="keep"``).
+    """The k-means loss (Eq. 1) of each task after each of ``steps`` Lloyd iterations (``empty="keep"``).
 
     Parameters
     ----------
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Initial centers ``(B, k, d)``.
-    steps : int
-        Number of iterations ``T``.
+    X, C, steps
+        As in :func:`~kmtrf_core.lloyd.lloyd_trajectory`.
 
     Returns
     -------
@@ -434,30 +400,26 @@ def evaluate_models(
     Parameters
     ----------
     models : dict
-        Label -> :class:`ClusterTransformer` (single or ensemble). A label may
-        be any hashable, e.g. ``("bn", "l2")``.
+        Label -> :class:`~kmtrf_core.model.ClusterTransformer` (single or
+        ensemble). A label may be any hashable, e.g. ``("bn", "l2")``.
     tests : dict
         Name -> ``(X, C)`` task batch; every model must accept every test
         (same ``d`` and ``k``).
-    steps : int
-        Clustering steps ``T``.
-    modes : sequence of {"reembed", "naive"}
-        How each model is iterated (see :func:`center_trajectory`).
-    chunk : int
-        Tasks per batch.
+    steps, chunk : int
+        As in :func:`center_trajectory`.
+    modes : str or sequence of {"reembed", "naive"}
+        How each model is iterated (the ``mode`` of :func:`center_trajectory`).
 
     Returns
     -------
     pandas.DataFrame
-        One row per (model, member, test, mode, step) with columns
-        ``model, member, test, mode, step, loss, lloyd_loss, ratio, diverged``:
-        ``loss`` and ``lloyd_loss`` are means over the tasks of the k-means
-        loss after ``step`` steps of the model and of Lloyd's algorithm,
-        ``ratio`` the mean over tasks of their per-task quotient (below 1: the
-        model beats Lloyd at that step; NaN for a task that Lloyd solves with
-        zero loss, e.g. ``k = n``), and ``diverged`` the fraction of tasks
-        whose centers overflowed. ``member`` indexes the ensemble (0 for a
-        single model). Step 0 is the shared starting point (ratio 1).
+        Columns ``model, member, test, mode, step`` (one row each; ``member``
+        indexes the ensemble, 0 for a single model), ``loss`` and ``lloyd_loss``
+        (mean k-means losses over the tasks after ``step`` steps of the model
+        and of Lloyd), ``ratio`` (the mean per-task quotient: below 1 the model
+        beats Lloyd; NaN or inf where Lloyd reaches zero loss, e.g. ``k = n``)
+        and ``diverged`` (the fraction of tasks whose centers overflowed).
+        Step 0 is the shared start (ratio 1).
 
     Examples
     --------
@@ -593,14 +555,12 @@ def family_matrix(table, scheme, step: int | None = None, mode: str = "reembed")
     Parameters
     ----------
     table : pandas.DataFrame
-        From :func:`evaluate_models` with model labels ``(train_family,
-        scheme)`` and tests named by family (as :func:`kmtrf_core.training.family_generalization` makes it).
+        From :func:`evaluate_models` with model labels ``(train_family, scheme)``
+        and tests named by family (as ``family_generalization`` makes it).
     scheme : str
         Whose models to show.
-    step : int, optional
-        The step to read; default the last step in the table.
-    mode : {"reembed", "naive"}
-        Which evaluation mode to read.
+    step, mode
+        The step (default the last) and the ``mode`` (``"reembed"`` or ``"naive"``) to read.
 
     Returns
     -------

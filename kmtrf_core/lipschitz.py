@@ -51,8 +51,9 @@ __all__ = ["center_norm_sq", "LipschitzBound", "lipschitz_bound", "random_parame
 def center_norm_sq(d: int, k: int, scheme: str, exact: bool = False) -> float:
     """``d_E``: the largest squared norm of an initial center token (Theorem 3.1, Eq. 37).
 
-    The paper's values are ``d + 1`` (OH) and ``d + ceil(log2 k)`` (BN); for
-    our scalar codes it is ``d + (k - 1)^2`` and without codes ``d``. With
+    The paper's values are ``d + 1`` (OH) and ``d + ceil(log2 k)`` (BN, and
+    our Gray codes); for our scalar codes it is ``d + (k - 1)^2`` and without
+    codes ``d``. With
     ``exact=True`` the code part is the largest squared code norm actually
     used (for BN the largest number of one bits among ``0..k-1``).
 
@@ -213,9 +214,9 @@ def lipschitz_bound(
     scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding: sets ``d_E`` (:func:`center_norm_sq`) and ``d_emb``.
     gamma : float
-        Attention inverse temperature (finite).
+        Attention inverse temperature, finite and ``> 0``.
     tau : float
-        Penalty of the regularized min.
+        Penalty of the regularized min, ``> 0``.
     omega : {"ne", "l2"}
         Softmin or sparsemax. The paper bounds ``omega_tau`` only for softmin
         (``exp(r*/tau)/k``, Eq. 33); for sparsemax both modes use the exact
@@ -223,7 +224,9 @@ def lipschitz_bound(
     Gamma1, Gamma2 : float
         Spectral-norm bounds of the query/key and of the value projections.
     refined : bool
-        Replace the softmax stability constants by their exact values.
+        Cap the softmax stability constants (the attentions', and
+        ``omega_tau`` for softmin) at ``1/2`` and the largest attention
+        weight at 1 (module docstring).
     combine : {"max", "sum"}
         How the twelve per-matrix constants form ``phi``.
     exact_dE : bool
@@ -338,7 +341,7 @@ def random_parameters(
     """``count`` random parameter sets inside Assumption I.2's ball.
 
     Each matrix is Gaussian, rescaled to a spectral norm drawn uniformly in
-    ``(0, Gamma]`` (``Gamma1`` for Q and K, ``Gamma2`` for V).
+    ``[Gamma / 1000, Gamma)`` (``Gamma1`` for Q and K, ``Gamma2`` for V).
 
     Parameters
     ----------

@@ -96,7 +96,7 @@ def _step(X: torch.Tensor, C: torch.Tensor, empty: str):
     a = task_sqdist(X, C).argmin(dim=-1)  # (B, n)
     onehot = torch.nn.functional.one_hot(a, C.shape[1]).to(X.dtype)  # (B, n, k)
     counts = onehot.sum(dim=1)  # (B, k)
-    # sums of points taken relative to the centers' mean, so float32 means do not lose digits to where
+    # sums of points taken relative to the first center, so float32 means do not lose digits to where
     # the data sit (translation-equivariant to rounding)
     shift = C[:, :1, :]  # (B, 1, d): a center, so x - shift is exact near the data (Sterbenz)
     sums = onehot.transpose(1, 2) @ (X - shift)  # (B, k, d)
@@ -143,14 +143,8 @@ def lloyd(X: torch.Tensor, C: torch.Tensor, steps: int = 1, empty: str = "keep")
 
     Parameters
     ----------
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Initial centers ``(B, k, d)``.
-    steps : int
-        Number of iterations ``T >= 1``.
-    empty : {"keep", "error"}
-        Empty-cluster policy (module docstring).
+    X, C, steps, empty
+        As in :func:`lloyd_trajectory`.
 
     Returns
     -------
@@ -234,12 +228,8 @@ def has_empty_cluster(X: torch.Tensor, C: torch.Tensor, steps: int) -> torch.Ten
 
     Parameters
     ----------
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Initial centers ``(B, k, d)``.
-    steps : int
-        Number of iterations ``T >= 1`` to check.
+    X, C, steps
+        As in :func:`lloyd_trajectory` (``steps``: the iterations to check).
 
     Returns
     -------

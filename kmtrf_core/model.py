@@ -42,7 +42,7 @@ def lloyd_weights(d: int, m: int, dtype: torch.dtype = torch.float64, device=Non
     d : int
         Data dimension.
     m : int
-        Code dimension (``k`` for OH, ``ceil(log2 k)`` for BN, 1 for SC).
+        Code dimension (``k`` for OH, ``ceil(log2 k)`` for BN and GC, 1 for SC).
     dtype, device
         Of the returned tensors.
 
@@ -50,7 +50,7 @@ def lloyd_weights(d: int, m: int, dtype: torch.dtype = torch.float64, device=Non
     -------
     Q, K, V : torch.Tensor
         Each ``(4, d + m, d + m)``; index ``mu - 1`` holds attention ``mu``
-        of Eq. 4 (the table in the module docstring).
+        of Eq. 4 (the table of :mod:`kmtrf_core.construction`).
 
     Examples
     --------
@@ -97,8 +97,9 @@ class ClusterTransformer(nn.Module):
     scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding (see :mod:`kmtrf_core.embeddings`).
     gamma : float
-        Attention inverse temperature, ``> 0``; ``math.inf`` for the exact
-        hard-attention limit (the paper trains with ``gamma = 1``).
+        Attention inverse temperature, ``> 0`` and at most ``1e20``;
+        ``math.inf`` for the exact hard-attention limit (the paper trains
+        with ``gamma = 1``).
     codes : torch.Tensor, optional
         A custom ``(k, m)`` code matrix with distinct rows, replacing the
         scheme's codes (``scheme`` is then reported as ``"custom"``).
@@ -243,13 +244,15 @@ class ClusterTransformer(nn.Module):
     def num_parameters(self) -> int:
         """Number of trainable parameters, ``12 d_emb^2`` (plus ``2 d_emb h + h + d_emb`` with a block).
 
+        An ensemble holds ``S`` times as many.
+
         >>> ClusterTransformer(2, 3).num_parameters(), ClusterTransformer(2, 3, ffn=8).num_parameters()
         (192, 268)
         """
         return sum(p.numel() for p in self.parameters())
 
     def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Initial token embeddings ``(X_bar (B, n, d_emb), C_bar (B, k, d_emb))``."""
+        """Initial token embeddings ``(X_bar (B, n, d_emb), C_bar (B, k, d_emb))`` with this layer's codes."""
         return embed(X, C, codes=self.codes.to(X.dtype))
 
     def _projections(self, mu: int):
@@ -265,10 +268,12 @@ class ClusterTransformer(nn.Module):
         """One application of Eq. 4 to token embeddings; returns the updated ``(X_bar, C_bar)``.
 
         With a ``trace`` dict, the attention weights of attention ``mu`` are
-        stored under ``"weights_mu"`` (``(B, queries, keys)``) and the two
-        updates under ``"update_x"`` / ``"update_c"``
-        (see :func:`kmtrf_core.construction.layer_trace`). With ``chunk``,
-        at most ``chunk`` queries are attended at a time (bounded memory).
+        stored under ``"weights_mu"`` (``(B, queries, keys)``), the two
+        updates under ``"update_x"`` / ``"update_c"`` and, with a feedforward
+        block, its outputs under ``"update_ffn_x"`` / ``"update_ffn_c"``
+        (see :func:`kmtrf_core.construction.layer_trace`). With ``chunk`` (and
+        no ``trace``), at most ``chunk`` queries are attended at a time
+        (bounded memory).
         ``gamma`` overrides the layer's temperature for this application
         (an inference-time schedule, :func:`~kmtrf_core.evaluate.center_trajectory`).
         """
@@ -340,7 +345,7 @@ class ClusterTransformer(nn.Module):
             Centers ``(B, k, d)`` (``(S, B, k, d)`` for an ensemble): the first
             ``d`` coordinates of the center tokens; with ``return_embeddings``,
             ``(centers, X_bar, C_bar)`` (the embeddings of the centered task
-            when :attr:`center` is on).
+            when ``center`` is on).
         """
         out = self.apply_layers(X, C, steps, return_embeddings, chunk)
         centers = out[0] if return_embeddings else out
@@ -415,7 +420,9 @@ class ClusterTransformer(nn.Module):
         return X, C
 
     def like(self, ensemble: int | None = None) -> "ClusterTransformer":
-        """A layer of the same configuration (codes, gamma, impl, dtype, device); weights not copied.
+        """A fresh layer of the same configuration (scheme or codes, gamma, impl, center, ffn, dtype, device).
+
+        The weights are not copied.
 
         >>> model = ClusterTransformer(2, 3, "oh", gamma=4.0)
         >>> twin = model.like(ensemble=2)
@@ -430,13 +437,13 @@ class ClusterTransformer(nn.Module):
                                   dtype=self.Q.dtype, device=self.Q.device, generator=scratch)
 
     def hyperparameters(self) -> dict:
-        """``d, k, scheme, gamma, impl, center, ffn``: what two layers must share to be stacked."""
+        """``d, k, scheme, gamma, impl, center, ffn``: what two layers must share (with their codes) to be stacked."""
         return dict(d=self.d, k=self.k, scheme=self.scheme, gamma=self.gamma, impl=self.impl, center=self.center,
                     ffn=self.ffn)
 
     @classmethod
     def stack(cls, models) -> "ClusterTransformer":
-        """An ensemble holding copies of the projections of several single models of one configuration.
+        """An ensemble holding copies of the trained tensors of several single models of one configuration.
 
         >>> g = torch.Generator().manual_seed(0)
         >>> ms = [ClusterTransformer(2, 3, generator=g) for _ in range(3)]

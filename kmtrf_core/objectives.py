@@ -217,14 +217,8 @@ def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", ta
 
     Parameters
     ----------
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Centers ``(B, k, d)``, e.g. the model output.
-    omega : {"ne", "l2"}
-        Softmin or sparsemax weights.
-    tau : float
-        Penalty ``> 0``.
+    X, C, omega, tau
+        As in :func:`smoothed_point_losses` (``C`` e.g. the model output).
     trim : float
         Fraction of each task's points left out, ``0 <= trim < 1``.
 
@@ -260,12 +254,8 @@ def weight_gap(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Te
 
     Parameters
     ----------
-    r : torch.Tensor
-        ``(..., k)`` squared distances.
-    omega : {"ne", "l2"}
-        Softmin or sparsemax weights.
-    tau : float
-        Penalty ``> 0``.
+    r, omega, tau
+        As in :func:`regularized_weights`.
 
     Returns
     -------
@@ -363,14 +353,8 @@ def smoothing_gap(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: floa
 
     Parameters
     ----------
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Centers ``(B, k, d)``.
-    omega : {"ne", "l2"}
-        Softmin or sparsemax weights.
-    tau : float
-        Penalty ``> 0``.
+    X, C, omega, tau
+        As in :func:`smoothed_point_losses`.
 
     Returns
     -------
@@ -398,14 +382,8 @@ def smoothing_constant(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau:
 
     Parameters
     ----------
-    X : torch.Tensor
-        Points ``(B, n, d)``.
-    C : torch.Tensor
-        Centers ``(B, k, d)``, e.g. the model output.
-    omega : {"ne", "l2"}
-        Softmin or sparsemax weights.
-    tau : float
-        Penalty ``> 0``.
+    X, C, omega, tau
+        As in :func:`smoothed_point_losses` (``C`` e.g. the model output).
 
     Returns
     -------

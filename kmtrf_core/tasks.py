@@ -45,6 +45,7 @@ __all__ = [
     "to_unit_cube",
 ]
 
+#: The five task families of Appendix D (their noise is the table above).
 FAMILIES = ("normal", "cauchy", "gumbel", "laplace", "lognormal")
 
 SHIFTS = {
@@ -72,7 +73,7 @@ def check_families(family, name: str = "family") -> tuple:
     return families
 
 
-def make_generator(seed=None, device=None) -> torch.Generator:
+def make_generator(seed=None, device=None, name: str = "seed") -> torch.Generator:
     """A ``torch.Generator`` from a seed (int), an existing generator (returned as is) or None (seed 0).
 
     Parameters
@@ -81,6 +82,9 @@ def make_generator(seed=None, device=None) -> torch.Generator:
         A seed, a generator to pass through unchanged, or None for seed 0.
     device : torch.device or str, optional
         Device of a new generator (default the CPU); ignored for a generator.
+    name : str
+        What the caller calls the argument, for the error message (``"generator"``
+        where a function takes ``generator=``).
 
     Returns
     -------
@@ -89,7 +93,7 @@ def make_generator(seed=None, device=None) -> torch.Generator:
     Raises
     ------
     ValueError
-        For any other ``seed`` (a float, a bool, a string).
+        For any other ``seed`` (a float, a bool, a string), naming ``name``.
 
     Examples
     --------
@@ -102,7 +106,7 @@ def make_generator(seed=None, device=None) -> torch.Generator:
     if isinstance(seed, torch.Generator):
         return seed
     if seed is not None:
-        check_int(seed, "seed", minimum=None)
+        check_int(seed, name, minimum=None)
     gen = torch.Generator(device=device if device is not None else "cpu")
     gen.manual_seed(0 if seed is None else seed)
     return gen
@@ -159,9 +163,10 @@ def to_unit_cube(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.
     """Map any tasks into the unit cube without changing their k-means problem (end of Appendix D).
 
     Per task: subtract the per-dimension minimum over points and centers
-    together, then divide by the single largest coordinate. A translation and
-    one common scale preserve every assignment and Lloyd trajectory, and
-    scale the objective by ``1 / v_ub^2``.
+    together, then divide by the single largest coordinate ``v_ub`` left. A
+    translation and one common scale preserve every assignment and Lloyd
+    trajectory, and scale the objective by ``1 / v_ub^2``. A task whose
+    points and centers all coincide raises ``ValueError``.
 
     Parameters
     ----------
@@ -241,6 +246,8 @@ def sample_tasks(
         ``(B, n, d)`` in ``[0, 1]`` (each dimension spans exactly [0, 1]).
     C : torch.Tensor
         ``(B, k, d)``, ``k`` distinct points of ``X``.
+    labels : torch.Tensor
+        Only with ``return_labels``: ``(B, n)`` int64, the component of each point.
 
     Examples
     --------
@@ -255,7 +262,7 @@ def sample_tasks(
     check_clusters(k, n)
     families = check_families(family)
     check_number(scale, "scale")
-    gen = make_generator(generator, device)
+    gen = make_generator(generator, device, name="generator")
     device = gen.device if device is None else torch.device(device)
     opts = dict(generator=gen, dtype=dtype, device=device)
 
@@ -387,7 +394,8 @@ def family_tasks(
     {'normal': (2, 40, 2), 'cauchy': (2, 40, 2)}
     """
     families = check_families(families, "families")
-    gen = make_generator(generator, device)
+    per_family = check_int(per_family, "per_family")
+    gen = make_generator(generator, device, name="generator")
     return {
         fam: sample_tasks(per_family, n, d, k, family=fam, generator=gen, dtype=dtype, device=device, **options)
         for fam in families

@@ -83,7 +83,9 @@ def check_choice(value, name: str, choices) -> str:
 
 
 def check_number(value, name: str, *, allow_inf: bool = False, allow_zero: bool = False) -> float:
-    """A real number ``> 0`` (``>= 0`` with ``allow_zero``), finite unless ``allow_inf``.
+    """A real number ``> 0`` (``>= 0`` with ``allow_zero``), finite unless ``allow_inf``; returned as a float.
+
+    An int, a float or a one-element real tensor; a bool is refused.
 
     >>> check_number(math.inf, "gamma", allow_inf=True), check_number(2, "lr")
     (inf, 2.0)
@@ -211,10 +213,11 @@ def check_finite_result(x: torch.Tensor, what: str) -> torch.Tensor:
 
 
 def check_points_centers(X, C, k_le_n: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Check a batch of tasks: points ``X`` (B, n, d) and centers ``C`` (B, k, d).
+    """Check a batch of tasks: points ``X`` (B, n, d) and centers ``C`` (B, k, d); returns ``(X, C)``.
 
-    ``k_le_n=False`` allows more centers than points (loss evaluations of a
-    few points); clustering itself needs ``k <= n``.
+    Both pass :func:`check_tensor`, share ``B``, ``d`` and the dtype, and
+    ``k >= 2``. ``k_le_n=False`` allows more centers than points (loss
+    evaluations of a few points); clustering itself needs ``k <= n``.
 
     >>> X, C = check_points_centers(torch.rand(2, 5, 3), torch.rand(2, 4, 3))
     >>> check_points_centers(torch.rand(2, 5, 3), torch.rand(2, 4, 2))
@@ -231,8 +234,8 @@ def check_points_centers(X, C, k_le_n: bool = True) -> tuple[torch.Tensor, torch
     k, n = C.shape[1], X.shape[1]
     if k < 2:
         raise ValueError(f"C must hold k >= 2 centers, got k={k}")
-    if k_le_n:
-        check_clusters(k, n)
+    if k_le_n and k > n:
+        raise ValueError(f"C must hold at most as many centers as X has points (k <= n), got k={k} for n={n}")
     check_same_dtype(X, C, "X and C")
     return X, C
 

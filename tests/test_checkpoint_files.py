@@ -139,6 +139,7 @@ def test_cli_names_an_unavailable_device_and_a_seed_too_large(tmp_path):
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume_reproduces_the_run_bit_for_bit(tmp_path):
     import random
     import signal

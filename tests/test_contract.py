@@ -5,15 +5,23 @@ For every function below, whatever shapes, ranks, dtypes and values it is given:
 * it raises ``ValueError`` or ``TypeError`` (a message naming the argument), or
 * it returns, and then finite input gives finite output.
 
-Any other exception, or a NaN/inf out of finite input, fails the test. ``make fuzz`` sets
-``KMTRF_FUZZ_EXAMPLES`` (examples per function) and prints the outcome counts at the end.
+Any other exception, a NaN/inf out of finite input, or a refusal whose message names none of the
+arguments it could refuse, fails the test. The names a refusal may use are read off the call
+(:func:`argument_names`): the parameters of every ``kmtrf_core`` function, class (its ``__init__``),
+method or model (its ``forward``) that the called function or lambda touches. ``make fuzz`` sets
+``KMTRF_FUZZ_EXAMPLES`` (examples per function); the outcome counts are printed at the end of the
+session (``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
 import collections
+import inspect
 import math
 import os
+import re
+import traceback
+import types
 
 import pandas as pd
 import pytest
@@ -25,7 +33,7 @@ import kmtrf_core as K
 
 EXAMPLES = int(os.environ.get("KMTRF_FUZZ_EXAMPLES", "25"))
 OUTCOMES: collections.Counter = collections.Counter()
-PROBLEMS: list = []
+PROBLEMS: list = []  # (function, what went wrong, where a refusal was raised or "")
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.int64, torch.bool]
 VALUES = st.sampled_from(["unit", "unit", "unit", "huge", "tiny", "zero", "nan", "inf", "shifted", "negative"])
@@ -103,21 +111,165 @@ def _no_nan(value) -> bool:
     return not (isinstance(value, torch.Tensor) and value.is_floating_point() and bool(torch.isnan(value).any()))
 
 
-def check_contract(name, function, *args, **kwargs):
+def _core_object(obj) -> bool:
+    """A kmtrf_core function, class, method or model (not a lambda of this file)."""
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    return module.startswith("kmtrf_core")
+
+
+CORE_CLASSES = [obj for obj in vars(K).values() if inspect.isclass(obj) and _core_object(obj)]
+
+
+def _parameters(obj) -> set:
+    """Parameter names of a kmtrf_core callable: a class's ``__init__``, a model's ``forward``; no self/cls."""
+    if isinstance(obj, torch.nn.Module):
+        obj = obj.forward
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return set()
+    return {name for name in signature.parameters if name not in ("self", "cls")}
+
+
+def _resolve(name: str) -> list:
+    """The kmtrf_core callables a name in a lambda's code may mean: a public name, or a class's own attribute."""
+    found = []
+    public = getattr(K, name, None)
+    if callable(public) and _core_object(public):
+        found.append(public)
+    for cls in CORE_CLASSES:
+        for owner in cls.__mro__:
+            if owner.__module__.startswith("kmtrf_core") and name in vars(owner):
+                attribute = getattr(cls, name)
+                if callable(attribute):
+                    found.append(attribute)
+                break
+    return found
+
+
+def argument_names(function, extra=()) -> set:
+    """Every name a refusal by ``function`` may give for the argument it refuses.
+
+    A kmtrf_core callable (or model) gives its own parameters; a lambda of this file gives the
+    parameters of every kmtrf_core callable its code names (``co_names``: ``lloyd_trajectory``,
+    ``ClusterTransformer``, ``from_lloyd``, ...), nested lambdas included. This file's helpers
+    (``_model_for``, ``_size``) are not followed: they build valid models from the fuzzed sizes, and
+    their parameters (``d``, ``k``, ``gamma``) would let a refusal pass that names none of the fuzzed
+    arguments. ``extra`` adds names given by hand.
+    """
+    names, seen = set(extra), set()
+
+    def walk(code):
+        if code in seen:
+            return
+        seen.add(code)
+        for name in code.co_names:
+            for target in _resolve(name):
+                names.update(_parameters(target))
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                walk(const)
+
+    if isinstance(function, torch.nn.Module) or _core_object(function):
+        names.update(_parameters(function))
+    elif hasattr(function, "__code__"):
+        walk(function.__code__)
+    return names
+
+
+def names_an_argument(message: str, names) -> bool:
+    """Whether the message names one of ``names`` as a whole word.
+
+    A hyphenated word is one word: ``k`` is not named by ``k-means``, nor ``d`` by ``d_emb``.
+    """
+    return any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", message) for name in names)
+
+
+def _place(frame) -> str:
+    """``kmtrf_core/lloyd.py:40`` for a frame of the package, the full path for any other."""
+    root = f"{os.sep}kmtrf_core{os.sep}"
+    if root not in frame.filename:
+        return f"{frame.filename}:{frame.lineno}"
+    return f"kmtrf_core/{frame.filename.rpartition(root)[2].replace(os.sep, '/')}:{frame.lineno}"
+
+
+def _raised_at(err) -> str:
+    """Where a refusal was raised, innermost first: from the raising line out to the first kmtrf_core
+    line outside ``validation.py`` (a check helper raises; its caller chose the argument's name)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    outside = [i for i, f in enumerate(frames) if f"{os.sep}kmtrf_core{os.sep}" in f.filename
+               and not f.filename.endswith(f"{os.sep}validation.py")]
+    chain = frames[outside[-1]:] if outside else frames[-1:]
+    return " <- ".join(_place(f) for f in reversed(chain)) or "?"
+
+
+OVERFLOW = re.compile(r"\boverflows? torch\.float(32|64)\b")
+"""A refusal of finite input that the contract allows (book/api.md): it says what overflowed, and in which dtype."""
+
+
+def check_refusal(name, function, err, refusal_names=()):
+    """A ValueError/TypeError keeps the contract only if its message names an argument it refuses."""
+    message = str(err)
+    if isinstance(err, ValueError) and OVERFLOW.search(message):
+        OUTCOMES[(name, "overflow error")] += 1  # the contract's other refusal: says what overflowed, and in what
+        return
+    candidates = argument_names(function, refusal_names)
+    if names_an_argument(message, candidates):
+        OUTCOMES[(name, "named error")] += 1
+        return
+    OUTCOMES[(name, "unnamed error")] += 1
+    PROBLEMS.append((name, f"unnamed {type(err).__name__}: {message}"[:200], _raised_at(err)))
+    raise AssertionError(f"{name} refused with a {type(err).__name__} naming none of its arguments "
+                         f"{sorted(candidates)}: {message!r} (raised at {_raised_at(err)})") from err
+
+
+def check_contract(name, function, *args, refusal_names=(), **kwargs):
+    """Call ``function(*args, **kwargs)`` and count the outcome; fail on a breach of the contract.
+
+    ``refusal_names`` adds argument names a refusal may use beyond those :func:`argument_names` reads off.
+    """
     try:
         out = function(*args, **kwargs)
-    except (ValueError, TypeError):
-        OUTCOMES[(name, "named error")] += 1
+    except (ValueError, TypeError) as err:
+        check_refusal(name, function, err, refusal_names)
         return
     except Exception as err:  # noqa: BLE001 - the contract says: no other exception
         OUTCOMES[(name, "other exception")] += 1
-        PROBLEMS.append((name, f"{type(err).__name__}: {err}"[:200]))
+        PROBLEMS.append((name, f"{type(err).__name__}: {err}"[:200], ""))
         raise AssertionError(f"{name} raised {type(err).__name__}: {err}") from err
     if _inputs_finite(*args) and not (_no_nan(out) if name in DIVERGENCE_MARKED else _finite(out)):
         OUTCOMES[(name, "non-finite from finite")] += 1
-        PROBLEMS.append((name, "non-finite output"))
+        PROBLEMS.append((name, "non-finite output", ""))
         raise AssertionError(f"{name} returned non-finite values from finite input")
     OUTCOMES[(name, "ok")] += 1
+
+
+def _report_lines() -> list:
+    """The outcome counts over every contract call of the session, then the problems met: one line per
+    function and place (the first message seen there, and how many calls met it)."""
+    totals = collections.Counter({outcome: 0 for outcome in
+                                  ("ok", "named error", "overflow error", "unnamed error", "other exception",
+                                   "non-finite from finite")})
+    for (_, outcome), count in OUTCOMES.items():
+        totals[outcome] += count
+    lines = [f"contract calls: {sum(totals.values())}; " + ", ".join(f"{k}: {v}" for k, v in sorted(totals.items()))]
+    first, seen = {}, collections.Counter()
+    for name, problem, where in PROBLEMS:
+        key = (name, where or problem)
+        first.setdefault(key, (problem, where))
+        seen[key] += 1
+    for key, (problem, where) in list(first.items())[:80]:
+        lines.append(f"  {key[0]}: {problem}" + (f" [at {where}]" if where else "") + f" ({seen[key]}x)")
+    if len(first) > 80:
+        lines.append(f"  ... and {len(first) - 80} more")
+    return lines
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_at_the_end_of_the_session(end_of_session_report):
+    """The counts are printed by ``tests/conftest.py`` once the session is over, whatever ran last."""
+    end_of_session_report("contract outcomes (tests/test_contract.py)", _report_lines)
+    yield
 
 
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
@@ -222,8 +374,8 @@ def test_the_layer_keeps_the_contract(pair, scheme, gamma):
     k = C.shape[-2] if C.dim() == 3 and C.shape[-2] >= 2 else 3
     try:
         model = K.ClusterTransformer.from_lloyd(d, k, scheme, gamma=gamma)
-    except (ValueError, TypeError):
-        OUTCOMES[("ClusterTransformer.from_lloyd", "named error")] += 1
+    except (ValueError, TypeError) as err:
+        check_refusal("ClusterTransformer.from_lloyd", K.ClusterTransformer.from_lloyd, err)
         return
     check_contract("ClusterTransformer.forward", model, X, C)
 
@@ -393,6 +545,11 @@ MODEL_FUNCTIONS = {
 }
 
 
+MODEL_REFUSAL_NAMES = {"evaluate_models": ("X", "C")}
+"""Names a refusal may use beyond the parameters: ``evaluate_models`` takes its tasks inside ``tests``, as the
+``(X, C)`` pairs its docstring names."""
+
+
 @pytest.mark.parametrize("name", sorted(MODEL_FUNCTIONS))
 def test_model_functions_keep_the_contract(name):
     @SETTINGS
@@ -400,7 +557,7 @@ def test_model_functions_keep_the_contract(name):
     def run(pair, x):
         if not _small(x):
             x = 10**20  # the refusal is what is checked
-        check_contract(name, MODEL_FUNCTIONS[name], *pair, x)
+        check_contract(name, MODEL_FUNCTIONS[name], *pair, x, refusal_names=MODEL_REFUSAL_NAMES.get(name, ()))
 
     run()
 
@@ -497,11 +654,46 @@ def test_non_tensor_input_is_refused_with_its_type():
             function(X.numpy(), C.numpy())
 
 
-def test_zz_report():  # last in the file: pytest runs tests in file order
-    """Prints the outcome counts (``make fuzz`` shows them with ``-s``)."""
-    totals = collections.Counter()
-    for (_, outcome), count in OUTCOMES.items():
-        totals[outcome] += count
-    print(f"\ncontract calls: {sum(totals.values())}; " + ", ".join(f"{k}: {v}" for k, v in sorted(totals.items())))
-    for name, problem in PROBLEMS[:20]:
-        print(f"  {name}: {problem}")
+# -- the checks themselves -------------------------------------------------------------------------
+
+
+def test_argument_names_are_read_off_the_call():
+    trajectory = argument_names(MORE_PAIR_FUNCTIONS["lloyd_trajectory"])
+    assert {"X", "C", "steps"} <= trajectory and not {"self", "cls"} & trajectory
+    # relative_loss and the layer the lambda builds with ClusterTransformer.from_lloyd
+    assert {"model", "X", "C", "d", "k", "scheme", "gamma"} <= argument_names(MORE_PAIR_FUNCTIONS["relative_loss"])
+    assert {"X", "C", "steps"} <= argument_names(K.ClusterTransformer.from_lloyd(2, 3))  # a model: its forward
+    assert {"d", "k", "n", "scheme", "seeds"} <= argument_names(K.TrainConfig)  # a class: its __init__
+    assert argument_names(K.sparsemax) == set(inspect.signature(K.sparsemax).parameters)
+    # this file's helpers are not followed: _model_for's ClusterTransformer is not the call's
+    assert "k" not in argument_names(MODEL_FUNCTIONS["center_trajectory"])
+    assert argument_names(lambda z: z + 1) == set()
+    assert argument_names(lambda z: z + 1, extra=("z",)) == {"z"}
+
+
+def test_a_name_counts_as_a_whole_word():
+    assert names_an_argument("X must have rank 3, got shape (4,)", {"X"})
+    assert names_an_argument("TrainConfig.k must be <= n, got 9", {"k"})
+    assert names_an_argument("X and C must share a dtype", {"C"})
+    assert not names_an_argument("one Lloyd step reaches zero k-means loss", {"k"})
+    assert not names_an_argument("d_emb must be an int", {"d"})
+    assert not names_an_argument("Xs must be a tensor", {"X"})
+
+
+def test_a_refusal_that_names_no_argument_breaks_the_contract():
+    outcomes, problems = OUTCOMES.copy(), list(PROBLEMS)
+    try:
+        check_contract("lloyd", lambda X, C: K.lloyd(X, C, steps=0), *K.sample_tasks(1, 4, 2, 2, generator=0))
+        assert OUTCOMES[("lloyd", "named error")] == outcomes[("lloyd", "named error")] + 1
+
+        def refuses(X, C):
+            raise ValueError("the input is wrong")
+
+        with pytest.raises(AssertionError, match="naming none of its arguments"):
+            check_contract("refuses", refuses, None, None)
+        assert OUTCOMES[("refuses", "unnamed error")] == 1 and PROBLEMS[-1][0] == "refuses"
+        check_contract("refuses", refuses, None, None, refusal_names=("input",))
+    finally:
+        OUTCOMES.clear()
+        OUTCOMES.update(outcomes)
+        PROBLEMS[:] = problems

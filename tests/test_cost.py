@@ -6,15 +6,14 @@ import torch
 from kmtrf_core import embedding_dim
 from kmtrf_core.cost.harness import (
     METRICS,
-    MEMORY_CPU_FRESH,
-    MEMORY_CPU_HWM,
     compare_schemes,
     machine_description,
     measure_grid,
     measure_model,
 )
 from kmtrf_core.cost import attention_cost
-from kmtrf_core.cost.harness import _configs, _cpu_peak_mb
+from kmtrf_core.cost.harness import _configs
+from kmtrf_core.cost.memory import MEMORY_CPU_FRESH, MEMORY_CPU_HWM, cpu_peak_mb, cuda_peak_mb
 
 TINY = dict(n=16, batch=2, repeats=2, warmup=1, device="cpu")
 
@@ -64,7 +63,7 @@ def test_memory_grows_with_the_batch():
     # Both batches in one worker process: the measure itself, without the timing loops.
     configs = _configs([(4, 3, "bn")], n=256, batch=4, gamma=1.0, impl="direct", dtype=torch.float32, seed=0)
     configs += _configs([(4, 3, "bn")], n=256, batch=64, gamma=1.0, impl="direct", dtype=torch.float32, seed=0)
-    (small, large), method = _cpu_peak_mb(configs, threads=torch.get_num_threads())
+    (small, large), method = cpu_peak_mb(configs, threads=torch.get_num_threads())
     assert method in (MEMORY_CPU_HWM, MEMORY_CPU_FRESH)
     # batch 64 stores 64 (256 x 256) float32 attention weights alone: 16 MiB
     assert large > 16
@@ -73,7 +72,7 @@ def test_memory_grows_with_the_batch():
 
 def test_fresh_process_fallback_measures_too():
     configs = _configs([(4, 3, "bn")], n=256, batch=32, gamma=1.0, impl="direct", dtype=torch.float32, seed=0)
-    (peak,), method = _cpu_peak_mb(configs, threads=1, fresh=True)
+    (peak,), method = cpu_peak_mb(configs, threads=1, fresh=True)
     assert method == MEMORY_CPU_FRESH
     assert peak > 8  # 32 (256 x 256) float32 attention weights alone: 8 MiB
 
@@ -154,3 +153,18 @@ def test_attention_cost_bad_input(kwargs, name):
 def test_empty_grid_raises():
     with pytest.raises(ValueError, match="k_grid"):
         measure_grid([2], [], n=8, batch=2, device="cpu", memory=False)
+
+
+def test_the_memory_measure_is_reexported_by_the_cost_package():
+    import kmtrf_core.cost as cost
+    from kmtrf_core.cost import memory
+
+    for name in ("MEMORY_CUDA", "MEMORY_CPU_HWM", "MEMORY_CPU_FRESH", "cpu_peak_mb", "cuda_peak_mb"):
+        assert getattr(cost, name) is getattr(memory, name)
+    assert cpu_peak_mb([], threads=1) == ([], MEMORY_CPU_HWM)
+
+
+def test_cuda_peak_mb_refuses_a_device_that_is_not_cuda():
+    config = _configs([(2, 3, "bn")], n=8, batch=2, gamma=1.0, impl="direct", dtype=torch.float32, seed=0)[0]
+    with pytest.raises(ValueError, match="device"):
+        cuda_peak_mb(config, "cpu")

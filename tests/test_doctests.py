@@ -4,6 +4,7 @@ import doctest
 import importlib
 import inspect
 import pkgutil
+import re
 
 import pytest
 
@@ -11,8 +12,17 @@ import kmtrf_core
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(kmtrf_core.__path__, "kmtrf_core.") if not m.name.endswith("__main__"))
 
+TRAINS = re.compile(r"(>>>|\.\.\.) .*(\b(train|train_cached|sweep|parallel_sweep|training_step_ms|family_generalization)\(|"
+                    r"\.runs\(|\.run\(|layer=\"learned\")")
+"""A doctest line that trains a layer (or reads the catalog's runs, training them on a cold cache)."""
 
-@pytest.mark.parametrize("name", MODULES)
+
+def _trains(name: str) -> bool:
+    return any(TRAINS.search(line) for line in inspect.getsource(importlib.import_module(name)).splitlines())
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if _trains(name) else name
+                                  for name in MODULES])
 def test_doctests(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from kmtrf_core.training import TrainConfig, sweep
-from kmtrf_core.training.executor import dask_client, train_many
+from kmtrf_core.training.executor import dask_client, parallel_sweep, train_many
 from kmtrf_core.training.runs import cached_path
 
 BASE = TrainConfig(d=2, k=3, n=16, steps=12, batch=4, val_tasks=4, val_every=4, seeds=(0, 1), impl="direct")
@@ -18,10 +18,19 @@ def client():
         yield client
 
 
-def test_a_sweep_on_two_workers_equals_the_serial_sweep(tmp_path, monkeypatch, client):
-    torch.set_num_threads(1)  # the workers' setting, so that float rounding is the same
+@pytest.fixture
+def one_thread():
+    """The workers' setting, so that float rounding is the same; the thread count is restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_a_sweep_on_two_workers_equals_the_serial_sweep(tmp_path, monkeypatch, client, one_thread):
     monkeypatch.setenv("KMTRF_CACHE", str(tmp_path / "parallel"))
-    models, history = sweep(BASE, GRID, parallel=client)
+    models, history = parallel_sweep(BASE, GRID, client=client)
     assert len(list((tmp_path / "parallel").glob("run-*.pt"))) == 4
     monkeypatch.setenv("KMTRF_CACHE", str(tmp_path / "serial"))
     serial_models, serial_history = sweep(BASE, GRID)
@@ -32,6 +41,7 @@ def test_a_sweep_on_two_workers_equals_the_serial_sweep(tmp_path, monkeypatch, c
     pd.testing.assert_frame_equal(history.drop(columns="wall_time"), serial_history.drop(columns="wall_time"))
 
 
+@pytest.mark.slow
 def test_train_many_reports_cached_trained_and_diverged(tmp_path, client):
     good = BASE
     bad = TrainConfig(d=4, k=6, n=32, scheme="oh", lr=1e6, steps=20, batch=4, val_tasks=4, val_every=5)

@@ -5,7 +5,11 @@
 - no module imports another module's private names;
 - the static import graph has no cycle;
 - an import inside a function says why on its line;
-- the training cache is keyed by every module the training loop reaches.
+- the training cache is keyed by every module the training loop reaches;
+- ``import kmtrf_core`` and the paper's modules load no scikit-learn, Dask, POT or progress bars;
+- no module is longer than 600 lines;
+- the book room is plumbing by kind, then one module per chapter named after its notebook, each
+  with its test file; chapters do not import each other's modules (but for the listed shared results).
 """
 
 from __future__ import annotations
@@ -160,3 +164,104 @@ def test_fingerprint_changes_with_the_code_of_a_reached_module(monkeypatch):
         monkeypatch.undo()
         runs.training_code_fingerprint.cache_clear()
     assert runs.training_code_fingerprint() == before
+
+
+PAPER_MODULES = sorted(
+    name for name in MODULES if _room(name) == "paper" and name != "kmtrf_core" and name.split(".")[-1] not in ROOMS
+)
+HEAVY = ("sklearn", "distributed", "dask", "ot", "tqdm.auto")
+"""What the paper room must not load: scikit-learn, Dask, POT and tqdm's progress bars (torch itself
+imports ``tqdm`` for its hub, but never ``tqdm.auto``, which the training room's bars use)."""
+
+
+def _loaded_after(statement: str) -> set:
+    """Modules that ``statement`` loads in a fresh interpreter, beyond what ``import torch`` loads."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch; before = set(sys.modules); " + statement +
+            "; print('\\n'.join(sorted(set(sys.modules) - before)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+@pytest.mark.parametrize("statement", ["import kmtrf_core", *(f"import {name}" for name in PAPER_MODULES)])
+def test_the_paper_room_loads_light(statement):
+    loaded = _loaded_after(statement)
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY or m in HEAVY)
+    rooms = sorted(m for m in loaded if m.startswith("kmtrf_core.") and _room(m) != "paper")
+    assert not heavy and not rooms, f"{statement} loads {heavy + rooms}"
+
+
+def test_the_other_rooms_load_on_first_use():
+    loaded = _loaded_after("import kmtrf_core; kmtrf_core.TrainConfig; kmtrf_core.TransformerKMeans")
+    assert {"kmtrf_core.training", "kmtrf_core.estimator"} <= loaded
+    for name in kmtrf_core.__all__:
+        assert getattr(kmtrf_core, name) is not None, name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        kmtrf_core.no_such_name  # noqa: B018
+
+
+def test_runs_and_the_executor_do_not_import_each_other_in_a_cycle():
+    imported = {module for module, *_ in _imports(MODULES["kmtrf_core.training.runs"])}
+    assert "kmtrf_core.training.executor" not in imported
+
+
+MAX_MODULE_LINES = 600
+"""A module a newcomer can read in one sitting; a longer one is split by idea (or, in the book, by chapter)."""
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[_name(p) for p in SOURCES])
+def test_no_module_is_longer_than_600_lines(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{_name(path)} has {lines} lines"
+
+
+BOOK_DIR = PACKAGE.parent / "book"
+PLUMBING = {"catalog", "claims", "heldout", "plotting", "profiles", "timing"}
+"""The book room's modules by kind; every other module of kmtrf_core.book is one chapter's."""
+
+
+def test_the_book_room_is_plumbing_by_kind_then_one_module_per_chapter():
+    """``kmtrf_core/book/chNN_<notebook>.py`` for ``book/NN_<notebook>.ipynb`` (chapter 9's plateau section may
+    have a module of its own, ``ch09_plateau``), each tested in ``tests/test_book_chNN_<...>.py``."""
+    notebooks = {path.stem for path in BOOK_DIR.glob("*.ipynb")}
+    tests = PACKAGE.parent / "tests"
+    for path in (PACKAGE / "book").glob("*.py"):
+        name = path.stem
+        if name == "__init__" or name in PLUMBING:
+            continue
+        assert name.startswith("ch"), f"kmtrf_core/book/{path.name}: neither plumbing ({sorted(PLUMBING)}) nor a chapter"
+        number = name[2:4]
+        chapter = [nb for nb in notebooks if nb.startswith(f"{number}_")]
+        assert chapter, f"kmtrf_core/book/{path.name}: no notebook book/{number}_*.ipynb"
+        assert name in (f"ch{chapter[0]}", f"ch{number}_plateau"), f"{path.name} should be named ch{chapter[0]}.py"
+        assert (tests / f"test_book_{name}.py").exists(), f"no tests/test_book_{name}.py"
+
+
+SHARED_RESULTS = {"14_dissimilarity": {"kmtrf_core.book.ch11_generalization": {"family_generalization"}}}
+"""Where a chapter imports another chapter's module, and what: chapter 14 correlates EMDs with the family
+table of chapter 11 (recomputed from the same catalog runs, so both chapters show the same numbers)."""
+
+
+def test_a_chapter_imports_only_its_own_module_and_the_listed_shared_results():
+    import json
+
+    for path in sorted(BOOK_DIR.glob("*.ipynb")):
+        code = "\n".join("".join(cell["source"]) for cell in json.loads(path.read_text())["cells"]
+                         if cell["cell_type"] == "code")
+        tree = ast.parse("\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        number = path.stem.split("_", 1)[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kmtrf_core.book.ch"):
+                if node.module.startswith(f"kmtrf_core.book.ch{number}_"):
+                    continue
+                allowed = SHARED_RESULTS.get(path.stem, {}).get(node.module, set())
+                names = {alias.name for alias in node.names}
+                assert names <= allowed, f"{path.name} imports {sorted(names - allowed)} from {node.module}"
+
+
+def test_chapter_modules_do_not_import_each_other():
+    for path in (PACKAGE / "book").glob("ch*.py"):
+        for module, *_ in _imports(path):
+            assert not module.startswith("kmtrf_core.book.ch"), f"{_name(path)} imports {module}"

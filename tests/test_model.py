@@ -102,7 +102,7 @@ def test_forward_rejects_bad_input():
         model(X, torch.rand(2, 3, 5))
     with pytest.raises(ValueError, match="k=3"):
         model(X, torch.rand(2, 4, 2))
-    with pytest.raises(ValueError, match="k must be <= n"):
+    with pytest.raises(ValueError, match=r"C must hold at most as many centers as X has points \(k <= n\)"):
         model(X[:, :2], C)
     with pytest.raises(ValueError, match="non-finite"):
         model(X.masked_fill(X > 0.5, math.inf), C)

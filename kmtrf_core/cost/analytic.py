@@ -43,9 +43,10 @@ def attention_cost(d: int, k: int, n: int, scheme: str, batch: int = 1, itemsize
     Parameters
     ----------
     d, k, n : int
-        Data dimension, clusters, points per task.
-    scheme : {"oh", "bn", "sc", "na"}
-        Token embedding, which sets ``m = embedding_dim(d, k, scheme)``.
+        Data dimension, clusters (``2 <= k <= n``), points per task.
+    scheme : str
+        Token embedding, one of :data:`~kmtrf_core.embeddings.SCHEMES`, which
+        sets ``m = embedding_dim(d, k, scheme)``.
     batch : int
         Tasks ``B``.
     itemsize : int

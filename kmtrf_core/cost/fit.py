@@ -52,7 +52,7 @@ def count_table(d: int, ks, n: int, batch: int, itemsize: int = 4) -> pd.DataFra
     d : int
         Data dimension.
     ks : sequence of int
-        Cluster counts, one row each (every ``k <= n``).
+        Cluster counts, one row each (every ``2 <= k <= n``).
     n, batch : int
         Points per task and tasks.
     itemsize : int

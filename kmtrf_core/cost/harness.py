@@ -4,8 +4,9 @@ The paper's Section 2 compares the layer of Eq. 4 under the one-hot (OH,
 ``d_emb = d + k``) and binary (BN, ``d_emb = d + ceil(log2 k)``) embeddings by
 forward time, backward time, eval-mode forward time and peak memory. This
 module measures the same four numbers for :class:`~kmtrf_core.model.ClusterTransformer`
-on whatever device runs it, and counts the FLOPs and bytes of the four
-attentions so that a measurement can be explained.
+on whatever device runs it: it times the three phases itself and asks
+:mod:`kmtrf_core.cost.memory` for the peak memory (the FLOPs and bytes that
+explain a measurement are counted in :mod:`kmtrf_core.cost.analytic`).
 
 What is measured, per configuration (``d, k, scheme, n, batch``):
 
@@ -13,10 +14,13 @@ What is measured, per configuration (``d, k, scheme, n, batch``):
   (the model only; the loss is computed outside the clock);
 * ``backward``: ``loss.backward()`` of the training loss, the smoothed k-means
   loss of Eq. 6 with sparsemax (``omega="l2"``, ``tau=0.1``) averaged over
-  tasks, through the loss and the layer;
+  tasks (:func:`~kmtrf_core.cost.memory.step_loss`), through the loss and the layer;
 * ``eval``: the forward pass in ``model.eval()`` under :func:`torch.no_grad`;
 * ``peak_mb``: the peak memory one training step (forward, loss, backward)
-  adds on top of what is resident before it (weights and data).
+  adds on top of what is resident before it (weights and data); on CUDA the
+  allocator's ``max_memory_allocated``, on the CPU the peak resident set of a
+  separate worker process (details, and the ``MEMORY_*`` labels recorded in
+  every result, in :mod:`kmtrf_core.cost.memory`).
 
 Times are wall-clock milliseconds, ``warmup`` untimed repetitions then
 ``repeats`` timed ones; :func:`measure_grid` interleaves the schemes of one
@@ -24,37 +28,25 @@ Times are wall-clock milliseconds, ``warmup`` untimed repetitions then
 hits OH and BN alike. Other work on the machine can only add time, so the
 fastest repetition (``min``) is the least disturbed estimate and the median
 the typical one; both are kept. On CUDA the clock is a pair of CUDA events
-around each phase and the memory is ``torch.cuda.max_memory_allocated`` after
-``reset_peak_memory_stats``, over a second training step of the configuration
-(the first allocates the gradients and any lazy state). On the CPU the clock is :func:`time.perf_counter`
-(the CPU ops are synchronous) and the memory is the growth of the resident set
-of a separate worker process: the peak-RSS counter (``VmHWM``) is reset through
-``/proc/self/clear_refs`` after the model and data exist, one training step
-runs, and the peak minus the resident set before the step is reported. The
-worker runs with a small fixed glibc mmap threshold (16 KiB) so that freed
-tensors go back to the operating system and one configuration does not hide
-inside memory freed by the previous one, and it warms up with one unmeasured
-step of its first configuration. Where ``clear_refs`` is not available (not Linux) every
-configuration gets its own fresh process and the peak comes from
-``ru_maxrss``. The method used is recorded in every result.
+around each phase; on the CPU it is :func:`time.perf_counter` (the CPU ops
+are synchronous). All timings of a call run before its memory measurements.
 
 Used in chapter 8 (the price of an embedding) and by ``bench/table1.py``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
-import json
 import math
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -62,10 +54,8 @@ from tqdm.auto import tqdm
 from ..attention import IMPLS
 from ..device import resolve_device
 from ..embeddings import SCHEMES, embedding_dim
-from ..model import ClusterTransformer
-from ..objectives import smoothed_kmeans_loss
-from ..tasks import sample_tasks
 from ..validation import check_choice, check_clusters, check_int, check_number, check_table
+from .memory import MEMORY_CUDA, check_dtype, cpu_peak_mb, cuda_peak_mb, step_inputs, step_loss
 
 __all__ = [
     "METRICS",
@@ -78,13 +68,6 @@ __all__ = [
 
 METRICS = ("forward", "backward", "eval")
 """The timed phases, in the order a training step runs them (eval last)."""
-
-MEMORY_CUDA = "CUDA max_memory_allocated increase over one training step"
-MEMORY_CPU_HWM = "CPU peak RSS increase over one training step (worker process, VmHWM reset)"
-MEMORY_CPU_FRESH = "CPU peak RSS increase over one training step (fresh process per config, ru_maxrss)"
-
-_LOSS_OMEGA, _LOSS_TAU = "l2", 0.1
-_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -108,7 +91,8 @@ class Measurement:
     resident_mb : float
         Bytes of the weights, buffers and data resident before the step, MiB.
     memory_method : str
-        How ``peak_mb`` was measured (one of the ``MEMORY_*`` labels).
+        How ``peak_mb`` was measured (one of the ``MEMORY_*`` labels of
+        :mod:`kmtrf_core.cost.memory`).
 
     Examples
     --------
@@ -229,33 +213,8 @@ def _check_config(d, k, scheme, n, batch, gamma, impl):
     return scheme, gamma
 
 
-def _check_dtype(dtype) -> torch.dtype:
-    if isinstance(dtype, str):
-        dtype = _DTYPES.get(dtype)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating torch.dtype, got {dtype!r}")
-    return dtype
-
-
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
-
-
-def _setup(cfg: dict, device: torch.device):
-    dtype = _check_dtype(cfg["dtype"])
-    gen = torch.Generator().manual_seed(cfg["seed"])
-    model = ClusterTransformer(
-        cfg["d"], cfg["k"], cfg["scheme"], cfg["gamma"], generator=gen, dtype=dtype, impl=cfg["impl"]
-    ).to(device)
-    X, C = sample_tasks(cfg["batch"], cfg["n"], cfg["d"], cfg["k"], generator=cfg["seed"], dtype=dtype)
-    return model, X.to(device), C.to(device)
-
-
-def _train_step(model, X, C) -> torch.Tensor:
-    out = model.apply_layers(X, C)  # (B, k, d)
-    loss = smoothed_kmeans_loss(X, out, _LOSS_OMEGA, _LOSS_TAU).mean()
-    loss.backward()
-    return loss
 
 
 def _resident_mb(model, X, C) -> float:
@@ -295,7 +254,7 @@ def _time_group(cfgs: list[dict], device: torch.device, repeats: int, warmup: in
     throttled core) fall on every scheme alike, so their ratios stay honest
     even when the absolute times do not.
     """
-    setups = [_setup(cfg, device) for cfg in cfgs]
+    setups = [step_inputs(cfg, device) for cfg in cfgs]
     resident = [_resident_mb(*setup) for setup in setups]
     times = [{metric: [] for metric in METRICS} for _ in cfgs]
     gc.collect()
@@ -305,7 +264,7 @@ def _time_group(cfgs: list[dict], device: torch.device, repeats: int, warmup: in
             model.zero_grad(set_to_none=True)
             with _Clock(device) as fwd:
                 out = model.apply_layers(X, C)  # (B, k, d)
-            loss = smoothed_kmeans_loss(X, out, _LOSS_OMEGA, _LOSS_TAU).mean()
+            loss = step_loss(X, out)
             with _Clock(device) as bwd:
                 loss.backward()
             del out, loss
@@ -322,124 +281,6 @@ def _time_group(cfgs: list[dict], device: torch.device, repeats: int, warmup: in
     return list(zip(times, resident))
 
 
-def _cuda_peak_mb(cfg: dict, device: torch.device) -> float:
-    model, X, C = _setup(cfg, device)
-    _train_step(model, X, C)  # first step allocates the gradients and any lazy state
-    model.zero_grad(set_to_none=True)
-    gc.collect()
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    before = torch.cuda.memory_allocated(device)
-    _train_step(model, X, C)
-    torch.cuda.synchronize(device)
-    peak = torch.cuda.max_memory_allocated(device) - before
-    del model, X, C
-    gc.collect()
-    return peak / 2**20
-
-
-def _cpu_peak_mb(configs: list[dict], threads: int, fresh: bool = False) -> tuple[list[float], str]:
-    """Peak RSS increase of a training step, measured in worker processes.
-
-    One worker for all configurations (``VmHWM`` reset before each), or, where
-    that is unavailable or ``fresh`` is set, one fresh process per configuration.
-    """
-    if not configs:
-        return [], MEMORY_CPU_HWM
-    env = dict(os.environ)
-    # A small fixed threshold stops glibc from raising it after frees, so every tensor
-    # above 16 KiB is mmap-ed and returned to the OS when freed: RSS follows live tensors.
-    env["MALLOC_MMAP_THRESHOLD_"] = "16384"
-    env["MALLOC_TRIM_THRESHOLD_"] = "16384"
-    package_parent = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
-
-    def run(batch_of_configs, mode):
-        payload = json.dumps(dict(configs=batch_of_configs, threads=threads, mode=mode))
-        proc = subprocess.run(
-            [sys.executable, "-c", "from kmtrf_core.cost.harness import _memory_worker; _memory_worker()"],
-            input=payload, capture_output=True, text=True, env=env, check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"memory worker failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-
-    if not fresh:
-        answer = run(configs, "hwm")
-        if answer.get("peaks") is not None:
-            return answer["peaks"], MEMORY_CPU_HWM
-    return [run([cfg], "fresh")["peaks"][0] for cfg in configs], MEMORY_CPU_FRESH
-
-
-def _rss_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return None
-
-
-def _hwm_bytes() -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def _reset_hwm() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        return False
-    return _hwm_bytes() is not None
-
-
-def _maxrss_bytes() -> int:
-    import resource  # Unix only; needed only where /proc is missing
-
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss if sys.platform == "darwin" else rss * 1024  # bytes on macOS, KiB on Linux
-
-
-def _memory_worker() -> None:
-    """Entry point of the CPU memory worker: JSON configs on stdin, JSON peaks (MiB) on stdout."""
-    request = json.loads(sys.stdin.read())
-    torch.set_num_threads(request["threads"])
-    cpu = torch.device("cpu")
-    mode = request["mode"]
-    if mode == "hwm" and not _reset_hwm():
-        sys.stdout.write(json.dumps(dict(peaks=None)) + "\n")
-        return
-    # One unmeasured step of the first configuration warms the thread pool and the
-    # kernels' lazily allocated state, which would otherwise count against it.
-    if request["configs"]:
-        model, X, C = _setup(request["configs"][0], cpu)
-        _train_step(model, X, C)
-        del model, X, C
-    peaks = []
-    for cfg in request["configs"]:
-        model, X, C = _setup(cfg, cpu)
-        gc.collect()
-        before = _rss_bytes()
-        if mode == "hwm":
-            _reset_hwm()
-            _train_step(model, X, C)
-            peak = _hwm_bytes() - before
-        else:
-            if before is None:
-                before = _maxrss_bytes()
-            _train_step(model, X, C)
-            peak = _maxrss_bytes() - before
-        peaks.append(max(peak, 0) / 2**20)
-        del model, X, C
-        gc.collect()
-    sys.stdout.write(json.dumps(dict(peaks=peaks)) + "\n")
-
-
 def _configs(entries, n, batch, gamma, impl, dtype, seed):
     return [
         dict(d=d, k=k, scheme=scheme, n=n, batch=batch, gamma=gamma, impl=impl, dtype=_dtype_name(dtype), seed=seed)
@@ -453,7 +294,7 @@ def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, 
     check_int(repeats, "repeats")
     check_int(warmup, "warmup", minimum=0)
     check_int(seed, "seed", minimum=None)
-    dtype = _check_dtype(dtype)
+    dtype = check_dtype(dtype)
     device = resolve_device(device)
     checked = []
     for d, k, scheme in entries:
@@ -473,10 +314,10 @@ def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, 
             timed[i] = result
     peaks, method = [math.nan] * len(configs), "not measured"
     if memory and device.type == "cuda":
-        peaks = [_cuda_peak_mb(cfg, device) for cfg in tqdm(configs, desc="memory", disable=disable)]
+        peaks = [cuda_peak_mb(cfg, device) for cfg in tqdm(configs, desc="memory", disable=disable)]
         method = MEMORY_CUDA
     elif memory:
-        peaks, method = _cpu_peak_mb(configs, threads)
+        peaks, method = cpu_peak_mb(configs, threads)
     return [
         Measurement(
             d=cfg["d"], k=cfg["k"], scheme=cfg["scheme"], n=n, batch=batch,
@@ -672,3 +513,44 @@ def compare_schemes(df, scheme: str = "bn", baseline: str = "oh", stat: str = "m
     result[f"peak_mb_{baseline}"], result[f"peak_mb_{scheme}"] = b, o
     result["memory_reduction_pct"] = 100.0 * (b - o) / b
     return result
+
+
+def training_step_ms(config, steps: int = 20) -> float:
+    """Median wall-clock milliseconds of one Algorithm 1 step, timed by training ``config`` briefly.
+
+    The whole step is on the clock: sampling a batch of tasks, the forward pass,
+    the smoothed loss, the backward pass and the Adam update. ``config`` is
+    trained afresh (no cache) for ``steps`` steps with validation, stopping
+    rules and snapshots switched off, and the median of the gaps between
+    consecutive ``wall_time`` stamps of the history is returned, so the first
+    step's start-up cost is left out.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        What to time; its ``steps``, ``val_every``, ``until_flat`` and
+        ``snapshots`` are overridden.
+    steps : int
+        How many steps to run (at least 2).
+
+    Returns
+    -------
+    float
+        Median milliseconds per step.
+
+    Examples
+    --------
+    >>> from kmtrf_core.training import TrainConfig
+    >>> ms = training_step_ms(TrainConfig(d=2, k=2, n=16, batch=4, seeds=(0,)), steps=3)
+    >>> ms > 0
+    True
+    """
+    from ..training import train  # the cost room does not need the training room, except here
+
+    steps = check_int(steps, "steps", minimum=2)
+    timed_config = dataclasses.replace(
+        config, steps=steps, val_every=10**6, val_tasks=32, until_flat=None, snapshots=False
+    )
+    _, history = train(timed_config)
+    stamps = history[history.step > 0].wall_time.to_numpy()
+    return 1000.0 * float(np.median(np.diff(stamps)))

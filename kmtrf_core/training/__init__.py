@@ -4,13 +4,14 @@
 * :mod:`~kmtrf_core.training.loop`: Algorithm 1, :func:`train`, with exact resume;
 * :mod:`~kmtrf_core.training.checkpoints`: checkpoint files, atomic and checked;
 * :mod:`~kmtrf_core.training.runs`: the on-disk cache of trained runs, sweeps, summaries;
+* :mod:`~kmtrf_core.training.executor`: runs in parallel on ``dask.distributed``;
 * :mod:`~kmtrf_core.training.cli`: ``python -m kmtrf_core.training``.
 """
 
 from .checkpoints import load_checkpoint
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged
 from .loop import train, validation_tasks
-from .runs import cache_dir, convergence_summary, family_generalization, sweep, train_cached
+from .runs import cache_dir, convergence_summary, sweep, train_cached
 
 __all__ = [
     "HISTORY_COLUMNS",
@@ -18,7 +19,6 @@ __all__ = [
     "TrainingDiverged",
     "cache_dir",
     "convergence_summary",
-    "family_generalization",
     "load_checkpoint",
     "sweep",
     "train",

@@ -1,8 +1,9 @@
 """Checkpoint files of training runs: atomic writes, the weights of a layer, and loading with checks.
 
-A checkpoint holds the config (as a dict), the step, the weights ``Q, K, V``,
-Adam's state, the task generators' states, the history rows and the wall
-time; :func:`~kmtrf_core.training.train` writes one and resumes from one, and the run
+A checkpoint holds the config (as a dict), the step, the weights (``Q, K, V``
+and any feedforward block), Adam's state, the task generators' states, the
+history rows, the snapshots and the wall time;
+:func:`~kmtrf_core.training.train` writes one and resumes from one, and the run
 cache (:mod:`kmtrf_core.training.runs`) stores its entries the same way.
 
 The file format is ours, so that a file can neither lie nor run code:
@@ -218,7 +219,8 @@ def load_checkpoint(path, config: TrainConfig | None = None) -> dict:
     dict
         ``config`` (as a dict), ``step``, ``weights`` (:func:`weights_of`: ``{"Q", "K", "V"}`` and a block's tensors
         on the CPU), ``optimizer`` (Adam's state dict), ``task_generators``
-        (their states), ``history`` (rows) and ``wall_time``.
+        (their states), ``history`` (rows), ``snapshots`` (``(step, weights)``
+        pairs, empty unless ``config.snapshots``) and ``wall_time``.
 
     Raises
     ------

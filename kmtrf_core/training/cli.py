@@ -107,11 +107,13 @@ def main(argv=None) -> int:
     """Command-line entry point: train, write ``OUT/checkpoint.pt`` and ``OUT/history.csv``.
 
     ``python -m kmtrf_core.training --help`` lists the options: one per
-    :class:`TrainConfig` field (``--val-tasks`` for ``val_tasks``, ...), and
-    ``--out``, ``--checkpoint-every``, ``--resume``. A folder ``--out`` that
-    cannot be written, or a ``--resume`` without a readable checkpoint there
-    (missing, truncated, damaged, or for another config), ends the program
-    before training with status 2 and one line saying what to do.
+    :class:`~kmtrf_core.training.config.TrainConfig` field (``--val-tasks``
+    for ``val_tasks``, ...), and ``--out``, ``--checkpoint-every``,
+    ``--resume``. A folder ``--out`` that cannot be written, a
+    ``--checkpoint-every`` below 1, or a ``--resume`` without a readable
+    checkpoint there (missing, truncated, damaged, or for another config),
+    ends the program before training with status 2 and one line saying what
+    to do.
 
     Parameters
     ----------

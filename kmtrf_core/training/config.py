@@ -76,13 +76,13 @@ class TrainConfig:
     Parameters
     ----------
     d, k, n : int
-        Dimension, clusters, points per task.
-    scheme : {"oh", "bn", "na", "sc"}
-        Token embedding.
+        Dimension, clusters, points per task (4, 6, 512).
+    scheme : str
+        Token embedding, one of :data:`~kmtrf_core.embeddings.SCHEMES` (``"bn"``).
     omega : {"ne", "l2"}
-        Regularized min of the loss (softmin or sparsemax).
+        Regularized min of the loss (softmin or sparsemax; ``"l2"``).
     tau : float
-        Its penalty.
+        Its penalty (0.1).
     gamma : float
         Attention inverse temperature (the paper trains with 1).
     lr : float
@@ -204,7 +204,11 @@ class TrainConfig:
         self.family = self.family if isinstance(self.family, str) else families
         if self.clip is not None:
             check_number(self.clip, field_name("clip"))
-        seeds = (self.seeds,) if isinstance(self.seeds, int) else tuple(self.seeds)
+        one_seed = isinstance(self.seeds, int)
+        if not one_seed and (isinstance(self.seeds, (str, bytes)) or not hasattr(self.seeds, "__iter__")):
+            raise ValueError(f"TrainConfig.seeds must be an int or a sequence of distinct non-negative ints, "
+                             f"got {self.seeds!r}")
+        seeds = (self.seeds,) if one_seed else tuple(self.seeds)
         for seed in seeds:
             check_int(seed, "TrainConfig.seeds entries", minimum=0)
         if not seeds or len(set(seeds)) != len(seeds):
@@ -231,8 +235,9 @@ class TrainConfig:
     def anneal_steps(self) -> int:
         """Steps over which ``gamma`` / ``tau`` move to ``gamma_end`` / ``tau_end``.
 
-        ``min_steps`` when the run stops on flatness (it cannot stop before,
-        so the trained layer always ends at ``gamma_end``), else ``steps``.
+        ``min(min_steps, steps)`` when the run stops on flatness and
+        ``min_steps > 0`` (it cannot stop before, so the trained layer always
+        ends at ``gamma_end``), else ``steps``.
 
         >>> TrainConfig(steps=400, until_flat=0.02, min_steps=300).anneal_steps
         300
@@ -282,6 +287,7 @@ class TrainConfig:
         return cls(**picked)
 
     def to_dict(self) -> dict:
+        """The fields as plain data (lists for ``seeds`` and a tuple of families), as checkpoints store them."""
         out = dataclasses.asdict(self)
         out["seeds"] = list(self.seeds)
         out["family"] = self.family if isinstance(self.family, str) else list(self.family)
@@ -296,7 +302,8 @@ def layer_for(config: TrainConfig, *, ensemble: bool = True, device=None, genera
     """An untrained layer of ``config``'s architecture (the one training and the run cache build).
 
     Its scheme, ``ffn`` block, attention kernel and temperature (:attr:`TrainConfig.final_gamma`) come
-    from the config; with ``ensemble`` and several seeds, an ensemble of ``len(seeds)``.
+    from the config; with ``ensemble`` and several seeds, an ensemble of ``len(seeds)``. ``device``,
+    ``generator`` (the initial weights) and ``dtype`` go to :class:`~kmtrf_core.model.ClusterTransformer`.
 
     >>> layer = layer_for(TrainConfig(d=2, k=3, n=16, scheme="oh", seeds=(0, 1), gamma_end=4.0))
     >>> layer.scheme, layer.ensemble, layer.gamma

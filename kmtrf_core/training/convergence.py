@@ -9,7 +9,7 @@ its validation curve has *flattened*, by one rule (:data:`FLAT_RULE`):
 * the curve is the median over seeds of the relative validation loss at each
   validation step, averaged over the :data:`SMOOTHING` validations ending at a
   step;
-* it has flattened at step ``s`` when that average moved by less than ``tol``
+* it has flattened at step ``s`` when that average moved by at most ``tol``
   (relative) between ``0.8 s`` and ``s``, the last fifth of the run;
 * the rule is checked only from ``min_steps`` on: a plateau is flat too, so
   the minimum is set past the end of the plateau measured at these sizes

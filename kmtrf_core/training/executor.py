@@ -1,9 +1,10 @@
 """Independent training runs in parallel, on ``dask.distributed``.
 
-Runs of the book's catalog and of :func:`~kmtrf_core.training.sweep` do not
-interact, so each is one task: a worker trains it through the run cache
+Runs of the book's catalog and of a sweep do not interact, so each is one
+task: a worker trains it through the run cache
 (:func:`~kmtrf_core.training.train_cached`) and the caller loads the result
-from there.
+from there (:func:`train_many`; :func:`parallel_sweep` is
+:func:`~kmtrf_core.training.sweep` with its missing runs trained this way).
 
 * By default a ``LocalCluster`` with one single-threaded worker process per
   core: at the book's sizes one torch thread per process beats two threads in
@@ -31,9 +32,9 @@ from tqdm.auto import tqdm
 
 from .checkpoints import load_file
 from .config import TrainConfig, TrainingDiverged, check_config
-from .runs import cache_dir, cache_key, cached_path, train_cached
+from .runs import cache_dir, cache_key, cached_path, grid_configs, sweep, train_cached
 
-__all__ = ["SCHEDULER_VAR", "dask_client", "train_many"]
+__all__ = ["SCHEDULER_VAR", "dask_client", "parallel_sweep", "train_many"]
 
 SCHEDULER_VAR = "KMTRF_SCHEDULER"
 """The environment variable that names a Dask scheduler address (``tcp://host:8786``)."""
@@ -174,3 +175,40 @@ def _usable(config: TrainConfig, directory: str) -> bool:
         return False
     load_file(path)
     return True
+
+
+def parallel_sweep(base: TrainConfig, grid: dict, *, client=None, scheduler=None, workers: int | None = None,
+                   on_diverge: str = "raise", progress: bool = False):
+    """:func:`~kmtrf_core.training.sweep` through the run cache, its missing runs trained first as Dask tasks.
+
+    The runs the cache lacks go to :func:`train_many` (on ``client``, on
+    the cluster at ``scheduler``, or on a local cluster of ``workers``
+    processes); the sweep then loads every run from the cache, so the result
+    equals the serial sweep's.
+
+    Parameters
+    ----------
+    base, grid, on_diverge, progress
+        As for :func:`~kmtrf_core.training.sweep`.
+    client, scheduler, workers
+        As for :func:`train_many`.
+
+    Returns
+    -------
+    (models, history)
+        As from :func:`~kmtrf_core.training.sweep`.
+
+    Examples
+    --------
+    Four runs on a local cluster of two workers (skipped here: starting the
+    cluster takes seconds; ``tests/test_executor.py`` runs it):
+
+    >>> base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+    >>> models, history = parallel_sweep(base, {"scheme": ["oh", "bn"], "tau": [1.0, 0.1]},
+    ...                                  workers=2)  # doctest: +SKIP
+    >>> len(models)  # doctest: +SKIP
+    4
+    """
+    train_many(list(grid_configs(base, grid).values()), client=client, scheduler=scheduler, workers=workers,
+               progress=progress)
+    return sweep(base, grid, on_diverge=on_diverge, progress=progress, cache=True)

@@ -1,24 +1,26 @@
 """Training the layer on a distribution of clustering tasks (Algorithm 1, Section 3, Appendix F).
 
-Each step samples ``B`` tasks per seed (Appendix D), runs one layer, and takes
-an Adam step on the mean smoothed k-means loss (Eq. 6). Several seeds train
-together as one vectorized ensemble (:class:`~kmtrf_core.model.ClusterTransformer`
-with ``ensemble=S``): every seed keeps its own initialization, its own task
-stream and its own Adam state, so the result equals ``S`` separate runs up to
-floating-point rounding, at a fraction of the cost.
+Each step samples ``B`` tasks per seed (Appendix D), runs one layer (or
+``config.unroll`` re-embedded ones), and takes an Adam step on the mean
+smoothed k-means loss (Eq. 6). Several seeds train together as one vectorized
+ensemble (:class:`~kmtrf_core.model.ClusterTransformer` with ``ensemble=S``):
+every seed keeps its own initialization, its own task stream and its own Adam
+state, so the result equals ``S`` separate runs up to floating-point rounding,
+at a fraction of the cost.
 
 The history is a tidy table, one row per (step, seed): the training loss, and
 at validation steps the relative validation loss of Eq. 20 (the mean over
 fixed held-out tasks of ``L(X, F(X, C)) / L(X, Lloyd(X, C))``), plus the wall
-time. A non-finite loss stops the run with :class:`TrainingDiverged`. With
+time. A non-finite loss, centers or gradient stops the run with
+:class:`~kmtrf_core.training.config.TrainingDiverged`. With
 ``config.until_flat`` the run stops at the first validation step (from
 ``config.min_steps`` on) where its validation curve has flattened
 (:mod:`kmtrf_core.training.convergence`); ``config.steps`` is then the most it
 trains.
 
-Checkpoints hold the weights, the config, the history, the optimizer state and
-the task generators' states, written atomically; resuming reproduces the
-uninterrupted run.
+Checkpoints hold the weights, the config, the history, the optimizer state,
+the task generators' states and any snapshots, written atomically; resuming
+reproduces the uninterrupted run.
 
 The run machinery around this loop (the cache of trained runs, sweeps) is
 :mod:`kmtrf_core.training.runs`; checkpoint files are
@@ -118,11 +120,13 @@ def train(
     Returns
     -------
     model : ClusterTransformer
-        The trained layer; an ensemble (``model.ensemble == len(seeds)``) when
-        there are several seeds (:meth:`~kmtrf_core.model.ClusterTransformer.members`
-        splits it).
+        The trained layer, in eval mode at ``config.final_gamma``; an ensemble
+        (``model.ensemble == len(seeds)``) when there are several seeds
+        (:meth:`~kmtrf_core.model.ClusterTransformer.members` splits it).
     history : pandas.DataFrame
-        Columns ``step, seed, train_loss, val_relative_loss, wall_time``.
+        Columns ``step, seed, train_loss, val_relative_loss, wall_time``
+        (``train_loss`` NaN at step 0, ``val_relative_loss`` NaN between
+        validations).
         With ``config.snapshots``, ``history.attrs["snapshots"]`` is the list
         of ``(step, weights)`` at every validation step (weights as from
         :func:`~kmtrf_core.training.checkpoints.weights_of`).

@@ -5,8 +5,9 @@ A run is one :class:`~kmtrf_core.training.TrainConfig` trained by
 made of the config and of the code that training actually executes, found by
 following the imports of the training loop through the package
 (:func:`training_code_fingerprint`); no list of modules is kept by hand.
-:func:`sweep` trains a grid of configs; :func:`family_generalization` is the
-sweep and evaluation behind Fig. 8/18.
+:func:`sweep` trains a grid of configs into one tidy history
+(:func:`tidy_history`); :func:`~kmtrf_core.training.executor.parallel_sweep`
+is the same sweep with the missing runs trained on Dask first.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ import torch
 from tqdm.auto import tqdm
 
 from ..device import resolve_device
-from ..evaluate import evaluate_models
-from ..tasks import FAMILIES, family_tasks
 from ..validation import check_choice, check_number, check_table
 from .checkpoints import atomic_save, load_file, load_weights, remove_stale_temporaries, weights_of
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, layer_for
@@ -39,8 +38,9 @@ __all__ = [
     "cache_key",
     "cached_path",
     "convergence_summary",
-    "family_generalization",
+    "grid_configs",
     "sweep",
+    "tidy_history",
     "train_cached",
     "training_code_fingerprint",
     "training_modules",
@@ -252,8 +252,7 @@ def _rows(history) -> list:
     return [] if history is None else list(history.itertuples(index=False, name=None))
 
 
-def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress: bool = False, cache: bool = False,
-          parallel=None):
+def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress: bool = False, cache: bool = False):
     """Train every combination of ``grid`` values on top of ``base``; one tidy history for all.
 
     Parameters
@@ -264,22 +263,17 @@ def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress:
     on_diverge : {"raise", "record"}
         ``"record"`` keeps the rows up to a divergence and marks the run
         (column ``diverged``) instead of stopping the sweep.
+    progress : bool
+        A progress bar over the runs.
     cache : bool
         Train through :func:`train_cached` (runs already on disk are loaded).
-    parallel : None, True, str or distributed.Client
-        Train the runs the cache lacks as parallel Dask tasks first
-        (:func:`~kmtrf_core.training.executor.train_many`): ``True`` on a
-        local cluster, a string on the scheduler at that address, or on the
-        given client. Implies ``cache=True``; the results equal the serial ones.
 
     Returns
     -------
     models : dict
         ``tuple(values in grid order) -> model`` (``None`` for a diverged run).
     history : pandas.DataFrame
-        The histories of all runs, with a column for each grid field and for
-        the main config fields (``d, k, n, scheme, omega, tau, gamma, lr, clip``),
-        and ``diverged``.
+        The histories of all runs, each made tidy by :func:`tidy_history`.
 
     Examples
     --------
@@ -289,37 +283,62 @@ def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress:
     ([('bn',), ('oh',)], ['bn', 'oh'])
     """
     check_choice(on_diverge, "on_diverge", ("raise", "record"))
+    configs = grid_configs(base, grid)
+    models, frames = {}, []
+    for values, config in tqdm(list(configs.items()), disable=not progress, desc="sweep"):
+        try:
+            model, hist = train_cached(config) if cache else train(config)
+            diverged = False
+        except TrainingDiverged as err:
+            if on_diverge == "raise":
+                raise
+            model, hist, diverged = None, err.history, True
+        models[values] = model
+        frames.append(tidy_history(config, hist, grid, diverged=diverged))
+    return models, pd.concat(frames, ignore_index=True)
+
+
+def grid_configs(base: TrainConfig, grid: dict) -> dict:
+    """Every combination of ``grid`` values on top of ``base``: ``tuple(values in grid order) -> config``.
+
+    >>> configs = grid_configs(TrainConfig(d=2, k=3, n=16), {"scheme": ["oh", "bn"], "tau": [1.0]})
+    >>> [(key, config.scheme, config.tau) for key, config in configs.items()]
+    [(('oh', 1.0), 'oh', 1.0), (('bn', 1.0), 'bn', 1.0)]
+    >>> grid_configs(TrainConfig(), {"colour": ["red"]})
+    Traceback (most recent call last):
+    ...
+    ValueError: grid has fields TrainConfig does not: ['colour']
+    """
+    if not isinstance(grid, dict):
+        raise ValueError(f"grid must be a dict field -> list of values, got {type(grid).__name__}")
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     unknown = [key for key in grid if key not in fields]
     if unknown:
         raise ValueError(f"grid has fields TrainConfig does not: {unknown}")
     names = list(grid)
-    models, frames = {}, []
-    combos = list(itertools.product(*(grid[name] for name in names)))
-    configs = [dataclasses.replace(base, **dict(zip(names, values))) for values in combos]
-    if parallel is not None and parallel is not False:
-        cache = True
-        # the executor imports dask lazily; runs.py is imported by every chapter
-        from .executor import train_many
+    return {tuple(values): dataclasses.replace(base, **dict(zip(names, values)))
+            for values in itertools.product(*(grid[name] for name in names))}
 
-        options = {"scheduler": parallel} if isinstance(parallel, str) else (
-            {} if parallel is True else {"client": parallel})
-        train_many(configs, progress=progress, **options)
-    for values, config in tqdm(list(zip(combos, configs)), disable=not progress, desc="sweep"):
-        try:
-            model, hist = train_cached(config) if cache else train(config)
-            hist = hist.assign(diverged=False)
-        except TrainingDiverged as err:
-            if on_diverge == "raise":
-                raise
-            model, hist = None, err.history.assign(diverged=True)
-        hist.attrs = {}  # weight snapshots stay with the run (train_cached); concat cannot compare tensors
-        for name in dict.fromkeys((*SWEEP_COLUMNS, *names)):
-            value = getattr(config, name)
-            hist[name] = [value if not isinstance(value, tuple) else "+".join(map(str, value))] * len(hist)
-        models[tuple(values)] = model
-        frames.append(hist)
-    return models, pd.concat(frames, ignore_index=True)
+
+def tidy_history(config: TrainConfig, history, grid=(), *, diverged: bool = False) -> pd.DataFrame:
+    """One run's history with the columns a sweep's table needs: ``diverged``, the main config fields, ``grid``'s.
+
+    The main fields are ``d, k, n, scheme, omega, tau, gamma, lr, clip``; a
+    tuple-valued field (a mixture of families) is written ``"a+b"``. The
+    weight snapshots stay with the run: the copy has no ``attrs``, so tables
+    of several runs can be concatenated.
+
+    >>> history = pd.DataFrame({"step": [0, 1], "val_relative_loss": [1.5, 1.2]})
+    >>> row = tidy_history(TrainConfig(d=2, k=3, n=16, family=("normal", "gumbel")), history, ["family"]).iloc[0]
+    >>> bool(row.diverged), int(row.d), row.family
+    (False, 2, 'normal+gumbel')
+    """
+    history = history.assign(diverged=diverged)
+    history.attrs = {}  # concat cannot compare snapshot tensors
+    for name in dict.fromkeys((*SWEEP_COLUMNS, *grid)):
+        value = getattr(config, name)
+        history[name] = [value if not isinstance(value, tuple) else "+".join(map(str, value))] * len(history)
+    return history
 
 
 def convergence_summary(history, by=("scheme", "omega"), fraction: float = 0.9):
@@ -381,65 +400,3 @@ def convergence_summary(history, by=("scheme", "omega"), fraction: float = 0.9):
                          steps_to_converge=float(np.nanmedian(speeds)) if not np.all(np.isnan(speeds)) else np.nan,
                          seeds=len(finals)))
     return pd.DataFrame(rows).set_index(list(by))
-
-
-def family_generalization(
-    base,
-    schemes=("oh", "bn", "na"),
-    families=FAMILIES,
-    tasks: int = 64,
-    steps: int = 20,
-    seed: int = 30_000,
-    modes=("reembed",),
-):
-    """Train one model per (training family, scheme) and test each on every family (Fig. 8/18).
-
-    Training goes through :func:`sweep` with ``cache=True``,
-    so the models are shared with every other chapter that trains the same
-    configs. The test tasks are ``tasks`` fresh tasks per family drawn from
-    ``seed`` (with the base config's ``n, d, k, scale``).
-
-    Parameters
-    ----------
-    base : TrainConfig
-        Everything but the family and the scheme.
-    schemes : sequence of str
-        Token embeddings to train.
-    families : sequence of str
-        Training and test families.
-    tasks : int
-        Test tasks per family.
-    steps : int
-        Clustering steps ``T`` of the evaluation.
-    seed : int
-        Seed of the test tasks.
-    modes : sequence of {"reembed", "naive"}
-        Evaluation modes.
-
-    Returns
-    -------
-    table : pandas.DataFrame
-        :func:`~kmtrf_core.evaluate.evaluate_models` with model labels ``(train_family, scheme)``
-        and tests named by family (see :func:`~kmtrf_core.evaluate.family_matrix`).
-    history : pandas.DataFrame
-        The training histories, from :func:`sweep`.
-
-    Examples
-    --------
-    A tiny run, with the cache in a temporary folder (``$KMTRF_CACHE``):
-
-    >>> import os, tempfile
-    >>> from unittest import mock
-    >>> from kmtrf_core.training import TrainConfig
-    >>> base = TrainConfig(d=2, k=3, n=16, steps=1, batch=2, val_tasks=2, val_every=1)
-    >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
-    ...     table, history = family_generalization(base, schemes=("bn",), families=("normal", "cauchy"),
-    ...                                            tasks=2, steps=1)
-    >>> from kmtrf_core.evaluate import family_matrix
-    >>> sorted(table.model.unique()), family_matrix(table, "bn").shape
-    ([('cauchy', 'bn'), ('normal', 'bn')], (2, 2))
-    """
-    families = tuple(families)
-    models, history = sweep(base, {"family": list(families), "scheme": list(schemes)}, cache=True)
-    tests = family_tasks(tasks, base.n, base.d, base.k, families=families, generator=seed, scale=base.scale)
-    return evaluate_models(models, tests, steps, modes=modes), history
