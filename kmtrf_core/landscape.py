@@ -16,7 +16,8 @@ plots. The grid points run together as one ensemble of layers
 (:class:`~kmtrf_core.model.ClusterTransformer` with ``ensemble=G``), so a
 whole batch of grid points costs one batched forward pass.
 
-Used in the chapters on loss landscapes and on the Cauchy problem.
+Used in the chapters on loss landscapes and on the Cauchy problem; the readings of a surface
+(its minima, its sharpness) are the book's, in :mod:`kmtrf_core.book.ch12_landscapes`.
 """
 
 from __future__ import annotations
@@ -35,10 +36,7 @@ from .tasks import make_generator
 __all__ = [
     "Landscape",
     "filter_normalized_direction",
-    "local_minima",
     "loss_surface",
-    "origin_scaled_correlation",
-    "surface_shape",
 ]
 
 PARAMETERS = ("Q", "K", "V")
@@ -121,7 +119,7 @@ def filter_normalized_direction(model: ClusterTransformer, generator=None) -> di
     True
     """
     model = check_model(model, single=True)
-    gen = make_generator(generator)
+    gen = make_generator(generator, name="generator")
     out = {}
     for name in PARAMETERS:
         weight = getattr(model, name).detach()
@@ -205,7 +203,7 @@ def loss_surface(
         if grid.ndim != 1 or grid.size == 0 or not np.isfinite(grid).all():
             raise ValueError(f"{name} must be a non-empty 1-D sequence of finite numbers")
     if directions is None:
-        gen = make_generator(generator)
+        gen = make_generator(generator, name="generator")
         directions = (filter_normalized_direction(model, gen), filter_normalized_direction(model, gen))
     if not (isinstance(directions, (tuple, list)) and len(directions) == 2):
         raise ValueError("directions must be a pair of dicts {'Q', 'K', 'V'} -> tensor")
@@ -239,115 +237,3 @@ def loss_surface(
         omega=omega,
         tau=tau,
     )
-
-
-def local_minima(Z) -> int:
-    """The number of strict local minima of a 2-D grid of values.
-
-    A cell is a strict local minimum when its value is below that of every
-    neighbour (up to eight: the grid's rim has fewer). Ties are not minima, and
-    a NaN neither is nor makes its neighbours one. The unimodality reading of
-    Figure 3 (chapter on loss landscapes) counts these on a loss surface.
-
-    Parameters
-    ----------
-    Z : array_like
-        ``(A, B)`` values, e.g. :attr:`Landscape.smoothed`.
-
-    Returns
-    -------
-    int
-
-    Examples
-    --------
-    >>> bowl = np.add.outer(np.linspace(-1, 1, 5) ** 2, np.linspace(-1, 1, 5) ** 2)
-    >>> local_minima(bowl), local_minima(-bowl), local_minima(np.ones((3, 3)))
-    (1, 4, 0)
-    """
-    Z = np.asarray(Z, dtype=np.float64)
-    if Z.ndim != 2 or Z.size == 0:
-        raise ValueError(f"Z must be a non-empty 2-D grid, got shape {Z.shape}")
-    padded = np.pad(Z, 1, constant_values=np.inf)
-    rows, cols = Z.shape
-    neighbours = np.stack([padded[1 + di : 1 + di + rows, 1 + dj : 1 + dj + cols]
-                           for di in (-1, 0, 1) for dj in (-1, 0, 1) if (di, dj) != (0, 0)])
-    return int((Z < neighbours.min(axis=0)).sum())
-
-
-def _origin(surface: Landscape) -> tuple[int, int]:
-    """Indices of the grid point nearest to the trained weights ``(0, 0)``."""
-    return int(np.abs(surface.alphas).argmin()), int(np.abs(surface.betas).argmin())
-
-
-def surface_shape(surface: Landscape) -> dict:
-    """Scale-free readings of a smoothed-loss surface around the trained weights (Fig. 3).
-
-    The unimodality and sharpness readings of the chapter on loss landscapes.
-
-    Parameters
-    ----------
-    surface : Landscape
-        From :func:`loss_surface`, on a grid that contains (or comes near)
-        the origin.
-
-    Returns
-    -------
-    dict
-        * ``loss_at_origin``: the smoothed loss at the grid point nearest to
-          the trained weights;
-        * ``local_minima``: :func:`local_minima` of the smoothed loss;
-        * ``argmin_distance``: distance in the plane from the origin to the
-          grid minimum;
-        * ``sharpness``: the mean over the rim cells of the relative rise
-          ``(L - L_0) / L_0`` from the origin.
-
-    Examples
-    --------
-    >>> grid = np.linspace(-1.0, 1.0, 3)
-    >>> Z = 1.0 + np.add.outer(grid ** 2, grid ** 2)
-    >>> surface = Landscape(grid, grid, Z, Z, ({}, {}), "l2", 0.1)
-    >>> shape = surface_shape(surface)
-    >>> shape["local_minima"], shape["argmin_distance"], round(shape["sharpness"], 3)
-    (1, 0.0, 1.5)
-    """
-    Z = np.asarray(surface.smoothed, dtype=np.float64)
-    i0, j0 = _origin(surface)
-    origin = Z[i0, j0]
-    i, j = np.unravel_index(Z.argmin(), Z.shape)
-    rim = np.concatenate([Z[0], Z[-1], Z[1:-1, 0], Z[1:-1, -1]])
-    return dict(loss_at_origin=float(origin), local_minima=local_minima(Z),
-                argmin_distance=float(np.hypot(surface.alphas[i], surface.betas[j])),
-                sharpness=float(((rim - origin) / origin).mean()))
-
-
-def origin_scaled_correlation(first: Landscape, second: Landscape) -> float:
-    """Pearson correlation of two smoothed-loss surfaces, each divided by its value at the origin.
-
-    Compares the shapes of two models' surfaces on grids of the same size
-    (Fig. 3: OH against BN at one ``d``, in the chapter on loss landscapes)
-    without their scales.
-
-    Parameters
-    ----------
-    first, second : Landscape
-        Surfaces on grids of the same shape.
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> grid = np.linspace(-1.0, 1.0, 3)
-    >>> bowl = 1.0 + np.add.outer(grid ** 2, grid ** 2)
-    >>> a = Landscape(grid, grid, bowl, bowl, ({}, {}), "l2", 0.1)
-    >>> b = Landscape(grid, grid, 5.0 * bowl, bowl, ({}, {}), "l2", 0.1)
-    >>> round(origin_scaled_correlation(a, b), 12)
-    1.0
-    """
-    if np.shape(first.smoothed) != np.shape(second.smoothed):
-        raise ValueError(f"the surfaces have different grids: {np.shape(first.smoothed)} "
-                         f"and {np.shape(second.smoothed)}")
-    scaled = [np.asarray(s.smoothed, dtype=np.float64) / s.smoothed[_origin(s)]
-              for s in (first, second)]
-    return float(np.corrcoef(scaled[0].ravel(), scaled[1].ravel())[0, 1])

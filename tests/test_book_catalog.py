@@ -1,15 +1,28 @@
-"""The book's catalog of training runs (kmtrf_core.book.catalog)."""
+"""The book's catalog of training runs (kmtrf_core.book.catalog), and that chapters train nothing outside it."""
 
+import ast
 import json
-import re
+
+import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from kmtrf_core.book.catalog import SIX_CURVES, Catalog, RunGroup, book_catalog, main
-from kmtrf_core.book.profiles import PROFILES
-from kmtrf_core.training import TrainConfig
-from kmtrf_core.training.runs import cached_path
+from kmtrf_core.book.catalog import (
+    PAPER_SCHEMES,
+    SIX_CURVES,
+    Run,
+    RunGroup,
+    Runs,
+    book_catalog,
+    main,
+    run_summary,
+)
+from kmtrf_core.book.profiles import PROFILES, get_profile
+from kmtrf_core.embeddings import SCHEMES
+from kmtrf_core.training import TrainConfig, TrainingDiverged, checkpoints, sweep
+from kmtrf_core.training.runs import cache_key, cached_path
 
 BOOK = Path(__file__).resolve().parent.parent / "book"
 
@@ -53,10 +66,12 @@ def test_section4_groups_share_their_runs():
     assert schemes == families and len(schemes) == 3
 
 
+TINY = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+
+
 def test_group_run_picks_exactly_one(tmp_path, monkeypatch):
     monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
-    base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
-    group = RunGroup("g", base, {"scheme": ["oh", "bn"], "tau": [1.0, 0.1]}, "9", "test")
+    group = RunGroup("g", TINY, {"scheme": ["oh", "bn"], "tau": [1.0, 0.1]}, "9", "test")
     assert group.field == "tau"
     run = group.run(scheme="bn", tau=0.1)
     assert run.config.scheme == "bn" and run.model.scheme == "bn"
@@ -64,8 +79,92 @@ def test_group_run_picks_exactly_one(tmp_path, monkeypatch):
         group.run(scheme="bn")
     with pytest.raises(ValueError, match="not \\['lr'\\]"):
         group.run(lr=0.1)
-    models, history = group.runs()
-    assert len(models) == 4 and len(list(tmp_path.glob("run-*.pt"))) == 4
+    runs = group.runs()
+    assert len(runs) == 4 and len(list(tmp_path.glob("run-*.pt"))) == 4
+
+
+def test_runs_are_keyed_by_grid_values_and_equal_the_sweep(tmp_path, monkeypatch):
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
+    grid = {"scheme": ["oh", "bn"], "tau": [1.0, 0.1]}
+    runs = RunGroup("g", TINY, grid, "9", "test").runs()
+    assert isinstance(runs, Runs) and list(runs) == [("oh", 1.0), ("oh", 0.1), ("bn", 1.0), ("bn", 0.1)]
+    assert all(isinstance(run, Run) and run.config.scheme == key[0] and run.config.tau == key[1]
+               for key, run in runs.items())
+    models, history = sweep(TINY, grid, cache=True)  # the same runs, loaded by the sweep
+    assert list(runs.models) == list(models)
+    pd.testing.assert_frame_equal(runs.history, history)
+
+
+def test_each_run_is_read_from_the_cache_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
+    base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1, snapshots=True)
+    group = RunGroup("g", base, {"scheme": ["oh", "bn"]}, "9", "test")
+    group.runs()  # trains both and keeps them
+    reads = []
+    real = checkpoints.load_file
+    monkeypatch.setattr("kmtrf_core.training.runs.load_file", lambda *a, **k: reads.append(a) or real(*a, **k))
+    again = group.runs()
+    one = group.run(scheme="bn")
+    shared = RunGroup("other", base, {"scheme": ["bn"]}, "16", "a group sharing a run").run(scheme="bn")
+    assert reads == []  # nothing read from disk again
+    assert one is again[("bn",)] is shared
+    assert len(one.history.attrs["snapshots"]) == 3  # the snapshots travel with the run
+
+
+def test_a_diverged_run_raises_or_is_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
+    bad = TrainConfig(d=4, k=6, n=32, scheme="oh", lr=1e6, steps=20, batch=4, val_tasks=4, val_every=5)
+    group = RunGroup("g", bad, {"lr": [1e6]}, "9", "test")
+    with pytest.raises(TrainingDiverged):
+        group.runs()
+    runs = group.runs(on_diverge="record")
+    assert runs.models == {(1e6,): None} and runs.history.diverged.all()
+    with pytest.raises(TrainingDiverged):
+        group.run(lr=1e6)
+    with pytest.raises(ValueError, match="on_diverge"):
+        group.runs(on_diverge="ignore")
+
+
+def test_the_catalog_is_built_once_per_profile(monkeypatch):
+    assert book_catalog("quick") is book_catalog(get_profile("quick"))
+    monkeypatch.setenv("KMTRF_PROFILE", "quick")
+    assert book_catalog() is book_catalog("quick") and book_catalog("book") is not book_catalog("quick")
+
+
+def test_building_the_catalog_loads_no_data_set():
+    import subprocess
+    import sys
+
+    code = ("import sys; from kmtrf_core.book.catalog import book_catalog; book_catalog('book'); "
+            "print(sorted(m for m in sys.modules if m.startswith('sklearn')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_paper_schemes_are_the_curves_of_figure_2():
+    assert SIX_CURVES["scheme"] == list(PAPER_SCHEMES)
+    assert set(PAPER_SCHEMES) < set(SCHEMES)  # the book's own codes (gc, sc) come on top
+    assert [s for s in SCHEMES if s in PAPER_SCHEMES] == list(PAPER_SCHEMES)  # in the paper's order
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_the_section4_base_is_what_the_chapters_trained_so_runs_are_shared(name):
+    sizes = get_profile(name).chapter("section4")
+    config = book_catalog(name)["section4_schemes"].base
+    for before in (TrainConfig.from_sizes(sizes), TrainConfig.from_sizes(sizes, omega="l2")):
+        assert config == before and cache_key(config) == cache_key(before)
+    assert config.omega == "l2" and config.family == "normal" and config.seeds == tuple(sizes.seeds)
+
+
+def test_run_summary_adds_time_per_step():
+    group = RunGroup("g", TINY, {"scheme": ["oh", "bn"]}, "16", "test")
+    history = pd.DataFrame({"scheme": ["oh"] * 3 + ["bn"] * 3, "seed": 0, "step": [0, 10, 20] * 2,
+                            "train_loss": [math.nan, 2.0, 1.0] * 2, "val_relative_loss": [1.5, 1.2, 1.1] * 2,
+                            "wall_time": [0.0, 1.0, 2.0, 0.0, 2.0, 4.0]})
+    summary = run_summary(group, history)
+    assert summary.ms_per_step.to_dict() == {"bn": 200.0, "oh": 100.0}
+    with pytest.raises(ValueError, match="wall_time"):
+        run_summary(group, history.drop(columns="wall_time"))
 
 
 def test_rule_and_table(tmp_path, monkeypatch):
@@ -87,16 +186,6 @@ def test_unknown_group_and_cli_list(capsys):
     assert info.value.code == 2
 
 
-def _code(path):
-    cells = json.loads(path.read_text())["cells"]
-    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
-
-
-@pytest.mark.parametrize("path", sorted(BOOK.glob("*.ipynb")), ids=lambda p: p.name)
-def test_chapters_get_their_layers_from_the_catalog(path):
-    code = _code(path)
-    for call in ("train_cached(", "sweep(", "TrainConfig(", "TrainConfig.from_sizes(", "trained_layers("):
-        assert call not in code, f"{path.name} declares or trains runs itself ({call})"
 
 
 def test_part_three_reuses_the_runs_of_parts_one_and_two():
@@ -119,3 +208,43 @@ def test_part_three_reuses_the_runs_of_parts_one_and_two():
            for c in g.configs()} - {cached_path(c).name for name, g in catalog.groups.items()
                                     if not name.startswith("openq") for c in g.configs()}
     assert len(new) == 10  # gc, sc, 2 unrolled, 2 annealed, 1 block, 2 trimmed, the SC probe: Part III's own runs
+
+
+TRAINING = {"train", "train_cached", "sweep", "parallel_sweep", "train_many", "TrainConfig", "layer_for"}
+"""Names that train a layer or declare a run; a chapter gets its layers from the catalog instead."""
+
+
+def _trains_outside_the_catalog(code: str) -> list:
+    """The imports and calls of ``code`` that train or declare runs (read from its syntax tree)."""
+    tree = ast.parse("\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kmtrf_core"):
+            found += [f"import {node.module}.{alias.name}" for alias in node.names if alias.name in TRAINING]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in TRAINING:
+                found.append(f"call {ast.unparse(func)}(...)")
+    return found
+
+
+def _code(path: Path) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("path", sorted(BOOK.glob("*.ipynb")), ids=lambda p: p.name)
+def test_chapters_get_their_layers_from_the_catalog(path):
+    assert _trains_outside_the_catalog(_code(path)) == [], f"{path.name} trains or declares runs itself"
+
+
+@pytest.mark.parametrize("code", [
+    "from kmtrf_core import train\nmodel, history = train(config)",
+    "from kmtrf_core.training import TrainConfig",
+    "import kmtrf_core\nkmtrf_core.train_cached(config)",
+    "import kmtrf_core.training as t\nt.sweep(base, grid)",
+    "from kmtrf_core.training.executor import train_many",
+])
+def test_the_catalog_check_sees_training_however_it_is_spelled(code):
+    assert _trains_outside_the_catalog(code)

@@ -5,7 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from kmtrf_core.book.claims import CLAIMS, VERDICTS, record, verdict
+import ast
+import dataclasses
+
+from kmtrf_core.book.claims import CLAIMS, VERDICTS, Finding, below_finding, better_finding, record, verdict, versus_finding
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,16 +24,62 @@ def test_verdict_rejects_bad_counts(ok, total):
         verdict(ok, total)
 
 
-def test_record_returns_the_claim_and_validates():
-    out = record("cauchy_gap", "factor 12", "reproduced")
+def test_record_returns_the_claim_and_validates(monkeypatch):
+    monkeypatch.setenv("KMTRF_PROFILE", "quick")
+    out = record("cauchy_gap", Finding(" factor 12 ", "reproduced", check="gap above 10x"))
     assert out == {"claim": CLAIMS["cauchy_gap"].text, "source": CLAIMS["cauchy_gap"].source,
-                   "value": "factor 12", "verdict": "reproduced", "profile": "quick"}
+                   "value": "factor 12", "verdict": "reproduced", "check": "gap above 10x", "profile": "quick"}
+    assert repr(out) == f"reproduced: factor 12 ({CLAIMS['cauchy_gap'].source}, profile quick)"
     with pytest.raises(ValueError, match="claim_id"):
-        record("no_such_claim", "x", "reproduced")
-    with pytest.raises(ValueError, match="outcome"):
-        record("cauchy_gap", "x", "maybe")
+        record("no_such_claim", Finding("x", "reproduced"))
+    with pytest.raises(ValueError, match="finding"):
+        record("cauchy_gap", "x")  # the old (value, verdict) form is gone
+
+
+def test_a_finding_validates_and_prints_its_report():
+    with pytest.raises(ValueError, match="verdict"):
+        Finding("x", "maybe")
     with pytest.raises(ValueError, match="value"):
-        record("cauchy_gap", "  ", "partly")
+        Finding("  ", "partly")
+    with pytest.raises(ValueError, match="check"):
+        Finding("x", "partly", check=None)
+    finding = Finding("2 of 3", "partly", check="all three below 1")
+    assert str(finding) == "all three below 1 -> partly"
+    assert str(dataclasses.replace(finding, report="line one\nline two")) == "line one\nline two"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        finding.verdict = "reproduced"
+
+
+def test_better_below_and_versus_findings():
+    better = better_finding({"lloyd": 1.0, "oh": 0.9, "bn": 1.1}, "lloyd", "loss")
+    assert better.verdict == "partly" and "oh" in better.value
+    assert better_finding({"lloyd": 1.0, "oh": 1.2}, "lloyd", "accuracy", lower=False).verdict == "reproduced"
+    assert below_finding({"a": 0.5, "b": 0.99}, "ratio").verdict == "reproduced"
+    assert below_finding({"a": 1.0}, "ratio").verdict == "not reproduced"  # not strictly below
+    assert below_finding({"a": 1.5}, "ratio", threshold=2.0).verdict == "reproduced"
+    import pandas as pd
+
+    index = pd.MultiIndex.from_product([["plain", "ffn"], ["normal", "gumbel"]], names=["model", "test"])
+    ratios = pd.DataFrame({"step1": [0.9, 1.0, 0.8, 0.9]}, index=index)
+    versus = versus_finding(ratios, "ffn", "plain", "step1")
+    assert versus.verdict == "reproduced" and "normal 0.800 vs 0.900" in versus.value
+
+
+def _record_calls(chapter: str):
+    tree = ast.parse("\n".join(line for line in _code(chapter).splitlines() if not line.lstrip().startswith("%")))
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name) and node.func.id == "record"]
+
+
+def test_every_chapter_records_a_finding_computed_in_code():
+    """``record(claim_id, finding)``: two arguments, the claim a literal, the finding not a literal string."""
+    for chapter in {c.chapter for c in CLAIMS.values()}:
+        calls = _record_calls(chapter)
+        assert calls, chapter
+        for call in calls:
+            assert len(call.args) == 2 and not call.keywords, (chapter, ast.unparse(call))
+            assert isinstance(call.args[0], ast.Constant) and call.args[0].value in CLAIMS, ast.unparse(call)
+            assert not isinstance(call.args[1], (ast.Constant, ast.JoinedStr)), (chapter, ast.unparse(call))
 
 
 def test_every_claim_names_an_existing_chapter():

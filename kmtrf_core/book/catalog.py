@@ -1,16 +1,20 @@
 """The catalog: every training run the book uses, per profile, by name.
 
-A chapter never declares a training config; it asks the catalog for a named
-group of runs::
+A chapter never declares a training config or trains a layer; it asks the
+catalog for a named group of runs::
 
-    catalog = book_catalog()            # the profile in force
-    models, history = catalog.runs("figure2a")
+    catalog = book_catalog()            # the profile in force, built once per process
+    runs = catalog.runs("figure2a")     # Runs: grid values -> Run(config, model, history)
+    runs.models, runs.history           # every model, and one tidy history
+    catalog["figure2a"].run(tau=0.1, scheme="oh", omega="l2")   # one of them
 
 A :class:`RunGroup` is a base :class:`~kmtrf_core.training.TrainConfig` and a
-grid of fields over it (one :func:`~kmtrf_core.training.sweep`); each config
-of the grid is one run in the run cache (keyed by config and code), so groups
-that share a config share its run. ``make models`` (``python -m
-kmtrf_core.book.catalog``) trains every missing run in parallel on Dask
+grid of fields over it; each config of the grid is one run in the run cache
+(keyed by config and code), so groups that share a config share its run. A
+run is read from the cache once per process: :meth:`RunGroup.runs` and
+:meth:`RunGroup.run` share what they loaded, weights, history and snapshots
+together. ``make models`` (``python -m kmtrf_core.book.catalog``) trains
+every missing run in parallel on Dask
 (:func:`~kmtrf_core.training.executor.train_many`); a chapter opened alone
 trains what it is missing on demand, so each chapter still runs by itself.
 
@@ -30,42 +34,116 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
+import functools
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import pandas as pd
+from tqdm.auto import tqdm
 
-from ..embeddings import SCHEMES
 from ..objectives import OMEGAS
 from ..tasks import FAMILIES
-from ..training import TrainConfig, cache_dir, sweep, train_cached
+from ..training import TrainConfig, TrainingDiverged, cache_dir, train_cached
 from ..training.convergence import FLAT_RULE, FLAT_TOLERANCE, flattening
 from ..training.executor import train_many
-from ..training.runs import cached_path
+from ..training.runs import cached_path, grid_configs, tidy_history
+from ..validation import check_choice, check_table
 from .profiles import PROFILES, Profile, get_profile
-from .realdata import MIXED_FAMILIES, load_dataset
 
-__all__ = ["Catalog", "Run", "RunGroup", "book_catalog", "main"]
+__all__ = ["DATASET_SIZES", "MIXED_FAMILIES", "PAPER_SCHEMES", "SIX_CURVES", "Catalog", "Run", "RunGroup",
+           "Runs", "book_catalog", "main", "run_summary"]
 
-SIX_CURVES = {"scheme": ["oh", "bn", "na"], "omega": ["ne", "l2"]}
+PAPER_SCHEMES = ("oh", "bn", "na")
+"""The paper's three token embeddings, in its order (:data:`~kmtrf_core.embeddings.SCHEMES` adds the book's own)."""
+
+SIX_CURVES = {"scheme": list(PAPER_SCHEMES), "omega": ["ne", "l2"]}
 """The paper's six curves per panel: token embedding times regularized min (Figure 2)."""
 
-_PAPER_SCHEMES = [scheme for scheme in SCHEMES if scheme not in ("sc", "gc")]
+MIXED_FAMILIES = ("normal", "gumbel", "laplace", "lognormal")
+"""The four task families that transfer to one another (chapter 11); cauchy is left out (chapter 13)."""
+
+DATASET_SIZES = {"iris": (4, 3), "wine": (13, 3), "breast_cancer": (30, 2), "digits": (64, 10)}
+"""``(d, k)`` of each real data set of chapter 15 (features, classes), so that building the catalog loads
+no data (a test checks them against :func:`~kmtrf_core.book.ch15_real_data.load_dataset`)."""
 
 
 class Run(NamedTuple):
     """One run of a group: its config, its trained layer and its history (:meth:`RunGroup.run`).
 
+    The history keeps the weight snapshots of a config with ``snapshots``
+    (``history.attrs["snapshots"]``). A run that diverged has ``model=None``
+    and ``diverged`` set to the :class:`~kmtrf_core.training.TrainingDiverged` it raised.
+
     >>> run = Run(TrainConfig(d=2, k=3, n=16), None, pd.DataFrame())
-    >>> run.config.d, run.model is None
-    (2, True)
+    >>> run.config.d, run.model is None, run.diverged is None
+    (2, True, True)
     """
 
     config: TrainConfig
     model: object
     history: pd.DataFrame
+    diverged: object = None
+
+
+_LOADED: dict = {}
+"""Cache file -> :class:`Run`: each run is read from the run cache once per process."""
+
+
+def _load(config: TrainConfig) -> Run:
+    """The run of ``config``: from this process's memory, else the run cache (trained there if missing)."""
+    path = str(cached_path(config))
+    if path not in _LOADED:
+        try:
+            model, history = train_cached(config)
+            _LOADED[path] = Run(config, model, history)
+        except TrainingDiverged as err:
+            _LOADED[path] = Run(config, None, err.history, err)
+    return _LOADED[path]
+
+
+class Runs(Mapping):
+    """The runs of a :class:`RunGroup`: grid values (a tuple in the grid's order) -> :class:`Run`.
+
+    Attributes
+    ----------
+    group : RunGroup
+    models : dict
+        Grid values -> model (``None`` for a run that diverged).
+    history : pandas.DataFrame
+        Every run's history in one table, with a column per grid field, the
+        main config fields and ``diverged``
+        (:func:`~kmtrf_core.training.runs.tidy_history`).
+
+    Examples
+    --------
+    >>> config = TrainConfig(d=2, k=3, n=16, scheme="oh")
+    >>> runs = Runs(RunGroup("demo", config, {"scheme": ["oh"]}, "9", "a test"),
+    ...             {("oh",): Run(config, None, pd.DataFrame({"step": [0]}))})
+    >>> list(runs), runs.models, runs.history.scheme.tolist()
+    ([('oh',)], {('oh',): None}, ['oh'])
+    """
+
+    def __init__(self, group: "RunGroup", runs: dict):
+        self.group = group
+        self._runs = dict(runs)
+        self.models = {key: run.model for key, run in self._runs.items()}
+        self.history = pd.concat(
+            [tidy_history(run.config, run.history, group.grid, diverged=run.diverged is not None)
+             for run in self._runs.values()], ignore_index=True)
+
+    def __getitem__(self, key) -> Run:
+        return self._runs[key]
+
+    def __iter__(self):
+        return iter(self._runs)
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __repr__(self) -> str:
+        return f"Runs({self.group.name!r}, {len(self)} runs)"
 
 
 @dataclass(frozen=True)
@@ -107,25 +185,40 @@ class RunGroup:
 
     def configs(self) -> list:
         """The runs' configs, in the grid's order."""
-        names = list(self.grid)
-        return [dataclasses.replace(self.base, **dict(zip(names, values)))
-                for values in itertools.product(*(self.grid[name] for name in names))]
+        return list(grid_configs(self.base, self.grid).values())
 
     @property
     def field(self) -> str:
         """The first grid field that is not a curve of :data:`SIX_CURVES` (the swept one)."""
         return next((name for name in self.grid if name not in SIX_CURVES), next(iter(self.grid)))
 
-    def runs(self, *, on_diverge: str = "raise", progress: bool = False):
-        """``(models, history)`` of :func:`~kmtrf_core.training.sweep` over the group, through the cache.
+    def runs(self, *, on_diverge: str = "raise", progress: bool = False) -> Runs:
+        """Every run of the group, keyed by its grid values, each read from the run cache once per process.
 
         Missing runs are trained here, one after the other (``make models``
         trains them in parallel beforehand).
+
+        Parameters
+        ----------
+        on_diverge : {"raise", "record"}
+            A run that diverged raises its
+            :class:`~kmtrf_core.training.TrainingDiverged`, or is kept with
+            ``model=None`` and its history up to the divergence.
+        progress : bool
+            A progress bar over the runs.
         """
-        return sweep(self.base, self.grid, cache=True, on_diverge=on_diverge, progress=progress)
+        check_choice(on_diverge, "on_diverge", ("raise", "record"))
+        configs = grid_configs(self.base, self.grid)
+        runs = {}
+        for values, config in tqdm(list(configs.items()), disable=not progress, desc=self.name):
+            run = _load(config)
+            if run.diverged is not None and on_diverge == "raise":
+                raise run.diverged
+            runs[values] = run
+        return Runs(self, runs)
 
     def run(self, **values) -> Run:
-        """The one run of the group with these grid values, through the cache (with its snapshots, if kept).
+        """The one run of the group with these grid values, read once per process (with its snapshots, if kept).
 
         >>> import os, tempfile
         >>> from unittest import mock
@@ -133,8 +226,9 @@ class RunGroup:
         >>> group = RunGroup("demo", base, {"scheme": ["oh", "bn"]}, "9", "a test")
         >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
         ...     run = group.run(scheme="bn")
-        >>> run.config.scheme, len(run.history.attrs["snapshots"])
-        ('bn', 3)
+        ...     same = group.runs()[("bn",)]
+        >>> run.config.scheme, len(run.history.attrs["snapshots"]), run is same
+        ('bn', 3, True)
         """
         unknown = sorted(set(values) - set(self.grid))
         if unknown:
@@ -143,8 +237,10 @@ class RunGroup:
                    if all(getattr(config, name) == value for name, value in values.items())]
         if len(matches) != 1:
             raise ValueError(f"{values} picks {len(matches)} runs of group {self.name!r}, not one")
-        model, history = train_cached(matches[0])
-        return Run(matches[0], model, history)
+        run = _load(matches[0])
+        if run.diverged is not None:
+            raise run.diverged
+        return run
 
     def report(self, history) -> pd.DataFrame:
         """Per run: steps trained, final relative validation loss, whether it flattened, where it beat Lloyd.
@@ -186,7 +282,7 @@ class Catalog:
             raise ValueError(f"no run group {name!r} in the {self.profile.name} catalog; known: {sorted(self.groups)}")
         return self.groups[name]
 
-    def runs(self, name: str, **options):
+    def runs(self, name: str, **options) -> Runs:
         """:meth:`RunGroup.runs` of the group ``name``."""
         return self[name].runs(**options)
 
@@ -261,7 +357,7 @@ def _section4_groups(section4, cauchy, landscape) -> list:
     """Chapters 10-14: the Section 4 layers, and the layers of the loss landscapes."""
     base = _section4_base(section4)
     return [
-        RunGroup("section4_schemes", base, {"scheme": _PAPER_SCHEMES, "omega": list(OMEGAS)}, "10",
+        RunGroup("section4_schemes", base, {"scheme": list(PAPER_SCHEMES), "omega": list(OMEGAS)}, "10",
                  "Section 4 layers on the normal family, every embedding and regularized min (chapters 10, 11)"),
         RunGroup("section4_families", base,
                  {"family": list(FAMILIES), "scheme": list(cauchy.schemes), "omega": list(cauchy.omegas)}, "13",
@@ -272,14 +368,14 @@ def _section4_groups(section4, cauchy, landscape) -> list:
 
 
 def _realdata_groups(sizes) -> list:
-    """Chapter 15: per real data set, one layer per training recipe (:data:`~kmtrf_core.book.realdata.RECIPES`)."""
+    """Chapter 15: per real data set, one layer per training recipe (:data:`~kmtrf_core.book.ch15_real_data.RECIPES`)."""
     groups = []
     for name in sizes.datasets:
-        data = load_dataset(name)
-        base = TrainConfig.from_sizes(sizes, d=data.d, k=data.k, scheme="bn", omega="l2", gamma=1.0)
+        d, k = DATASET_SIZES[name]
+        base = TrainConfig.from_sizes(sizes, d=d, k=k, scheme="bn", omega="l2", gamma=1.0)
         groups.append(RunGroup(
             f"realdata_{name}", base, {"family": ["normal", MIXED_FAMILIES], "anisotropic": [False, True]}, "15",
-            f"layers for {name} (d={data.d}, k={data.k}), one per training recipe (BN, L2)"))
+            f"layers for {name} (d={d}, k={k}), one per training recipe (BN, L2)"))
         if name == sizes.datasets[0]:  # the longer probe: is the verdict a budget artifact?
             probe = dataclasses.replace(base, steps=sizes.probe_steps, until_flat=None, min_steps=0)
             groups.append(RunGroup(
@@ -329,7 +425,7 @@ def _openq_groups(training, section4, openq) -> list:
 
 
 def book_catalog(profile: Profile | str | None = None) -> Catalog:
-    """The catalog of the given profile (default: the one in force).
+    """The catalog of the given profile (default: the one in force), built once per profile and process.
 
     Parameters
     ----------
@@ -345,14 +441,53 @@ def book_catalog(profile: Profile | str | None = None) -> Catalog:
     >>> catalog = book_catalog("book")
     >>> catalog["figure2a"].base.until_flat, catalog["figure2a"].base.min_steps, catalog["ablation_tau"].early
     (0.02, 2500, True)
+    >>> book_catalog("book") is catalog
+    True
     """
-    if not isinstance(profile, Profile):
-        profile = get_profile(profile)
+    name = profile.name if isinstance(profile, Profile) else get_profile(profile).name
+    return _catalog(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _catalog(name: str) -> Catalog:
+    profile = get_profile(name)
     groups = _training_groups(profile.chapter("training"))
     groups += _section4_groups(profile.chapter("section4"), profile.chapter("cauchy"), profile.chapter("landscape"))
     groups += _realdata_groups(profile.chapter("realdata"))
     groups += _openq_groups(profile.chapter("training"), profile.chapter("section4"), profile.chapter("openq"))
     return Catalog(profile=profile, groups={group.name: group for group in groups})
+
+
+def run_summary(group: RunGroup, history) -> pd.DataFrame:
+    """Per run of a group: :meth:`RunGroup.report` plus training time and time per step.
+
+    Parameters
+    ----------
+    group : RunGroup
+        The catalog group.
+    history : pandas.DataFrame
+        Its runs' history (``group.runs().history``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The report's columns and ``seconds`` (wall time of the run, all seeds
+        together) and ``ms_per_step``.
+
+    Examples
+    --------
+    >>> group = RunGroup("demo", TrainConfig(d=2, k=3, n=16), {"scheme": ["bn"]}, "16", "a test")
+    >>> history = pd.DataFrame({"scheme": "bn", "seed": 0, "step": [0, 100, 200], "train_loss": [float("nan"), 2, 1],
+    ...                         "val_relative_loss": [1.5, 1.2, 1.1], "wall_time": [0.0, 1.0, 2.0]})
+    >>> run_summary(group, history)[["steps", "seconds", "ms_per_step"]].to_dict("records")
+    [{'steps': 200, 'seconds': 2.0, 'ms_per_step': 10.0}]
+    """
+    history = check_table(history, "history", ["step", "wall_time", *group.grid])
+    report = group.report(history)
+    timing = history.groupby(list(group.grid)).agg(seconds=("wall_time", "max"), last=("step", "max"))
+    report["seconds"] = timing.seconds.reindex(report.index).to_numpy()
+    report["ms_per_step"] = 1000 * report.seconds / timing["last"].reindex(report.index).clip(lower=1).to_numpy()
+    return report
 
 
 def main(argv=None) -> int:

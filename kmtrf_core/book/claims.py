@@ -1,16 +1,24 @@
-"""The paper's claims, and a way for chapters to record what they measured about each.
+"""The claims the book checks, the one verdict type, and the ledger's record of each.
 
-:data:`CLAIMS` lists the claims of the paper that the book checks: an id, the
-claim in our words, where the paper makes it, and the chapter that measures
-it. A chapter calls :func:`record` with the measured value (a short text with
-numbers) and a verdict from :func:`verdict`; under Jupyter Book the two are
-glued (myst-nb) as ``<id>_value``, ``<id>_verdict`` and ``<id>_profile``, and the claims ledger
+:data:`CLAIMS` lists the claims that the book checks (the paper's, and the
+book's own): an id, the claim in our words, where the paper makes it, and the
+chapter that measures it. Every verdict is a :class:`Finding` (the measured
+value, the check it passed or failed, the verdict from :func:`verdict`, and
+room for an uncertainty and a training budget), computed in the chapter's
+module (``kmtrf_core.book.chNN_<chapter>``) and handed to :func:`record`.
+Under Jupyter Book the value, the verdict and the profile are glued (myst-nb)
+as ``<id>_value``, ``<id>_verdict`` and ``<id>_profile``, and the claims ledger
 page pastes them, so the ledger always shows what the last build computed.
 Outside a notebook :func:`record` just returns the record.
+
+The comparisons several chapters share are here too: :func:`better_finding`
+(variants against a baseline), :func:`below_finding` (numbers below a
+threshold) and :func:`versus_finding` (two models, test by test).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np  # noqa: F401  (the doctests of claims_table use it)
@@ -19,7 +27,8 @@ import pandas as pd
 from ..validation import check_choice, check_int
 from .profiles import get_profile
 
-__all__ = ["CLAIMS", "CLAIM_COLUMNS", "VERDICTS", "Claim", "Record", "claims_table", "progression", "record", "verdict"]
+__all__ = ["CLAIMS", "CLAIM_COLUMNS", "VERDICTS", "Claim", "Finding", "Record", "below_finding", "better_finding",
+           "claims_table", "progression", "record", "verdict", "versus_finding"]
 
 VERDICTS = ("reproduced", "partly", "not reproduced")
 
@@ -192,34 +201,84 @@ def verdict(ok, total: int | None = None) -> str:
     return VERDICTS[0] if ok == total else VERDICTS[1] if ok else VERDICTS[2]
 
 
-def record(claim_id: str, value: str, outcome: str) -> dict:
+@dataclass(frozen=True)
+class Finding:
+    """A measured statement about one claim: what the ledger records and what a chapter prints.
+
+    Every verdict of the book is one: the chapter modules compute it from
+    their tables, a chapter prints it and hands it to :func:`record`.
+
+    Attributes
+    ----------
+    value : str
+        The measured value in a few words, with numbers (the ledger's "Measured").
+    verdict : str
+        One of :data:`VERDICTS`.
+    check : str
+        What had to hold for the verdict, in words (the test the value passed or failed).
+    report : str
+        The lines a chapter prints; empty: ``"<check> -> <verdict>"``.
+    uncertainty : str, optional
+        How far the value can move (for example an interval over tasks and seeds).
+    budget : str, optional
+        The training budget of the layers the verdict rests on.
+
+    Examples
+    --------
+    >>> finding = Finding("2 of 3 cases", "partly", "ratio to Lloyd below 1 in every case")
+    >>> print(finding)
+    ratio to Lloyd below 1 in every case -> partly
+    >>> Finding("", "partly")
+    Traceback (most recent call last):
+    ...
+    ValueError: value must be a non-empty string
+    """
+
+    value: str
+    verdict: str
+    check: str = ""
+    report: str = ""
+    uncertainty: str | None = None
+    budget: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.value, str) or not self.value.strip():
+            raise ValueError("value must be a non-empty string")
+        check_choice(self.verdict, "verdict", VERDICTS)
+        for name in ("check", "report"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string, got {type(getattr(self, name)).__name__}")
+
+    def __str__(self) -> str:
+        return self.report or f"{self.check} -> {self.verdict}"
+
+
+def record(claim_id: str, finding: Finding) -> "Record":
     """Record what a chapter measured about a claim; glue it for the claims ledger.
 
     Parameters
     ----------
     claim_id : str
         A key of :data:`CLAIMS`.
-    value : str
-        The measured value in a few words, with numbers.
-    outcome : str
-        One of :data:`VERDICTS` (see :func:`verdict`).
+    finding : Finding
+        The measured value and its verdict.
 
     Returns
     -------
     Record
-        A dict ``{"claim", "source", "value", "verdict", "profile"}`` that
+        A dict ``{"claim", "source", "value", "verdict", "check", "profile"}`` that
         shows as one line in a notebook (the profile in force,
         :func:`~kmtrf_core.book.profiles.get_profile`).
 
     Examples
     --------
-    >>> record("construction_exact", "max error 3e-16 over 250 tasks", "reproduced")["verdict"]
+    >>> record("construction_exact", Finding("max error 3e-16 over 250 tasks", "reproduced"))["verdict"]
     'reproduced'
     """
     claim_id = check_choice(claim_id, "claim_id", CLAIMS)
-    outcome = check_choice(outcome, "outcome", VERDICTS)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("value must be a non-empty string")
+    if not isinstance(finding, Finding):
+        raise ValueError(f"finding must be a Finding, got {type(finding).__name__}")
+    value = finding.value.strip()
     profile = get_profile().name
     try:  # only inside an IPython kernel with myst-nb installed
         from IPython import get_ipython
@@ -227,13 +286,14 @@ def record(claim_id: str, value: str, outcome: str) -> dict:
         if get_ipython() is not None:
             from myst_nb import glue  # present where the book is built, not for a plain user
 
-            glue(f"{claim_id}_value", _Plain(value.strip()), display=False)
-            glue(f"{claim_id}_verdict", _Plain(outcome), display=False)
+            glue(f"{claim_id}_value", _Plain(value), display=False)
+            glue(f"{claim_id}_verdict", _Plain(finding.verdict), display=False)
             glue(f"{claim_id}_profile", _Plain(profile), display=False)
     except ImportError:
         pass
     claim = CLAIMS[claim_id]
-    return Record(claim=claim.text, source=claim.source, value=value.strip(), verdict=outcome, profile=profile)
+    return Record(claim=claim.text, source=claim.source, value=value, verdict=finding.verdict,
+                  check=finding.check, profile=profile)
 
 
 class Record(dict):
@@ -293,3 +353,85 @@ def claims_table(rows, columns=CLAIM_COLUMNS, index: bool = True) -> pd.DataFram
     table = pd.DataFrame([(*row[:-1], bool(row[-1])) for row in rows], columns=columns)
     table[columns[-1]] = table[columns[-1]].astype(bool)
     return table.set_index(columns[0]) if index else table
+
+
+def better_finding(values: dict, baseline: str, what: str, lower: bool = True) -> Finding:
+    """A verdict that counts how many variants beat a baseline on one number (chapters 18, 19, 21).
+
+    Parameters
+    ----------
+    values : dict
+        Label -> the number (e.g. a median ratio to Lloyd); includes ``baseline``.
+    baseline : str
+        The label to beat.
+    what : str
+        What the number is, for the value text.
+    lower : bool
+        Lower is better (default), else higher.
+
+    Returns
+    -------
+    Finding
+
+    Examples
+    --------
+    >>> better_finding({"fixed": 0.9, "anneal gamma": 0.85, "anneal tau": 0.95}, "fixed", "ratio").verdict
+    'partly'
+    """
+    base = values[baseline]
+    others = {label: value for label, value in values.items() if label != baseline}
+    wins = {label: bool(value < base if lower else value > base) for label, value in others.items()}
+    ok = sum(wins.values())
+    text = f"{what}: {baseline} {base:.3f}; " + ", ".join(f"{label} {value:.3f}" for label, value in others.items())
+    outcome = verdict(ok, len(others))
+    return Finding(text, outcome, check=f"each variant {'below' if lower else 'above'} {baseline}",
+                   report=f"{ok} of {len(others)} beat {baseline} -> {outcome}")
+
+
+def below_finding(values: dict, what: str, threshold: float = 1.0) -> Finding:
+    """A verdict that counts the numbers below ``threshold`` (e.g. ratios to Lloyd below 1).
+
+    >>> below_finding({"OH": 0.9, "BN": 1.2}, "held-out ratio").verdict
+    'partly'
+    """
+    ok = int(sum(bool(value < threshold) for value in values.values()))
+    text = f"{what}: " + ", ".join(f"{label} {value:.3f}" for label, value in values.items())
+    outcome = verdict(ok, len(values))
+    return Finding(text, outcome, check=f"every value below {threshold:g}",
+                   report=f"{ok} of {len(values)} below {threshold:g} -> {outcome}")
+
+
+def versus_finding(ratios, label: str, baseline: str, column: str) -> Finding:
+    """Per test, does ``label`` have a lower ratio to Lloyd than ``baseline`` (chapter 19)?
+
+    Parameters
+    ----------
+    ratios : pandas.DataFrame
+        :func:`~kmtrf_core.book.heldout.ratio_at` indexed by ``(model, test)``.
+    label, baseline : str
+        The two models.
+    column : str
+        The step column, e.g. ``"step1"``.
+
+    Returns
+    -------
+    Finding
+
+    Examples
+    --------
+    >>> ratios = pd.DataFrame({"step1": [0.9, 0.8, 1.0, 1.1]}, index=pd.MultiIndex.from_tuples(
+    ...     [("plain", "normal"), ("ffn", "normal"), ("plain", "gumbel"), ("ffn", "gumbel")],
+    ...     names=["model", "test"]))
+    >>> versus_finding(ratios, "ffn", "plain", "step1").verdict
+    'partly'
+    """
+    tests = ratios.loc[baseline].index
+    wins, parts = 0, []
+    for test in tests:
+        mine, theirs = ratios.loc[(label, test), column], ratios.loc[(baseline, test), column]
+        wins += bool(mine < theirs)
+        parts.append(f"{test} {mine:.3f} vs {theirs:.3f}")
+    outcome = verdict(wins, len(tests))
+    return Finding(f"{label} vs {baseline} ({column}): " + "; ".join(parts), outcome,
+                   check=f"{label} below {baseline} on every test",
+                   report=f"{wins} of {len(tests)} tests better -> {outcome}")

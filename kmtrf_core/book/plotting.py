@@ -1,25 +1,33 @@
-"""The book's few shared figure helpers (matplotlib only).
+"""The book's shared figure helpers: curves, heatmaps, labels and captions (matplotlib only).
 
-Each helper draws on an axis it is given and returns it, so a chapter keeps
-control of the figure layout and the caption.
+Most helpers draw on an axis they are given and return it, so a chapter keeps
+control of the figure layout; :func:`six_curve_figure` lays out a whole
+figure. The caption helpers (:func:`training_caption`, :func:`group_caption`)
+write the line that every figure made from trained layers carries: the
+profile, the sizes and the training budget.
 """
 
 from __future__ import annotations
 
 import re
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
 __all__ = [
     "SCHEME_COLORS",
     "animation_html",
+    "group_caption",
     "heatmap",
+    "l2_label",
     "label_color",
     "median_iqr",
     "plot_task",
     "run_label",
+    "six_curve_figure",
     "step_curves",
+    "training_caption",
     "training_curves",
 ]
 
@@ -209,6 +217,59 @@ def run_label(key) -> str:
     return ":".join(str(v).upper() for v in key)
 
 
+def l2_label(key) -> str:
+    """Legend label of an L2 layer from its scheme or ``(family, scheme)`` key (chapters 11, 14).
+
+    >>> l2_label("oh"), l2_label(("cauchy", "bn"))
+    ('OH:L2', 'BN:L2')
+    """
+    scheme = key[-1] if isinstance(key, tuple) else key
+    return run_label((scheme, "l2"))
+
+
+def training_caption(sizes) -> str:
+    """The layers' sizes for a figure caption: ``n, d, k, tau``, the training budget and seeds.
+
+    Used in the captions of Figures 4, 6, 7 and 18 (chapters 10, 11 and 13).
+
+    Parameters
+    ----------
+    sizes : Sizes
+        A profile's ``section4`` sizes (``profile.chapter("section4")``).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from kmtrf_core.book.profiles import get_profile
+    >>> training_caption(get_profile("quick").chapter("section4"))
+    'n=32, d=4, k=4, tau=0.1, trained until flat (from step 30, at most 40), seeds [0, 1]'
+    >>> training_caption(get_profile("paper").chapter("section4")).split(", ")[4]
+    '10000 training steps'
+    """
+    if sizes.until_flat is None:
+        budget = f"{sizes.steps} training steps"
+    else:
+        budget = f"trained until flat (from step {sizes.min_steps}, at most {sizes.steps})"
+    return f"n={sizes.n}, d={sizes.d}, k={sizes.k}, tau={sizes.tau}, {budget}, seeds {sizes.seeds}"
+
+
+def group_caption(profile, group, extra: str = "") -> str:
+    """The caption line of a figure made from a catalog group: profile, sizes, budget rule (Part III).
+
+    >>> from kmtrf_core.book.catalog import book_catalog
+    >>> catalog = book_catalog("quick")
+    >>> group_caption(catalog.profile, catalog["openq_codes"]).startswith("profile `quick`")
+    True
+    """
+    cfg = group.base
+    text = (f"{profile.describe()}: d={cfg.d}, k={cfg.k}, n={cfg.n}, B={cfg.batch}, {cfg.omega.upper()}, "
+            f"tau={cfg.tau:g}, gamma={cfg.gamma:g}, lr={cfg.lr:g}, {len(cfg.seeds)} seeds, {group.rule}")
+    return f"{text}; {extra}" if extra else text
+
+
 def training_curves(ax_train, ax_val, history, by=("scheme", "omega"), window: int = 10, x: str = "step",
                     lloyd: bool = True, colors: dict | None = None):
     """Training curves in the style of Figure 2, one per group of runs.
@@ -356,3 +417,72 @@ def animation_html(anim) -> str:
 
     html = anim.to_jshtml()
     return re.sub(r"<link[^>]*font-awesome[^>]*>\s*", "", html)
+
+
+def six_curve_figure(history, panel_col: str, panel_values, title: str, *, window: int = 10,
+                     x: str = "step", by=("scheme", "omega"), colors: dict | None = None,
+                     linthresh: float | None = 100):
+    """One column of panels per value of ``panel_col``, each with one curve per run group.
+
+    Top row: the training loss (log scale, running mean over ``window``
+    steps); bottom row: the relative validation loss (Eq. 20) with the
+    one-Lloyd-step line at 1; median and inter-quartile ribbon over seeds
+    (:func:`training_curves`). The step axis is
+    logarithmic beyond ``linthresh`` (linear below it, so step 0 shows), so
+    the plateau and the drop both get room. Chapter 9 draws Figure 2 and the
+    ablations of Appendix F with it.
+
+    Parameters
+    ----------
+    history : pandas.DataFrame
+        From :func:`~kmtrf_core.training.sweep`, with a ``panel_col`` column.
+    panel_col : str
+        The column whose values make the panels.
+    panel_values : sequence
+        The values, one panel each, in this order.
+    title : str
+        The figure's caption.
+    window : int
+        Running-mean window of the training loss.
+    x : {"step", "wall_time"}
+        The abscissa; the panels share it when it is ``"step"``.
+    by : tuple of str
+        Columns that define a curve.
+    colors : dict, optional
+        Curve label -> colour; default :data:`SCHEME_COLORS`.
+    linthresh : float or None
+        With ``x="step"``: the symmetric-log axis is linear up to this step;
+        ``None`` keeps a linear axis.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Not shown yet: a chapter calls ``plt.show()``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> history = pd.DataFrame({"tau": 0.1, "scheme": "bn", "omega": "l2", "seed": [0, 0, 1, 1],
+    ...     "step": [0, 1, 0, 1], "train_loss": [np.nan, 2.0, np.nan, 3.0],
+    ...     "val_relative_loss": [1.2, 0.9, 1.3, 1.0]})
+    >>> fig = six_curve_figure(history, "tau", [0.1], "a test")
+    >>> [ax.get_title() for ax in fig.axes], fig.axes[1].get_legend() is not None
+    (['tau = 0.1', ''], True)
+    >>> plt.close(fig)
+    """
+    panel_values = list(panel_values)
+    if not panel_values:
+        raise ValueError("panel_values must not be empty")
+    colors = SCHEME_COLORS if colors is None else colors
+    fig, axes = plt.subplots(2, len(panel_values), figsize=(5 * len(panel_values), 6.4),
+                             sharex=x == "step", squeeze=False)
+    for j, value in enumerate(panel_values):
+        part = history[history[panel_col] == value]
+        training_curves(axes[0, j], axes[1, j], part, by=by, window=window, x=x, colors=colors)
+        axes[0, j].set_title(f"{panel_col} = {value}")
+        axes[0, j].set_yscale("log")
+        if x == "step" and linthresh is not None:
+            axes[1, j].set_xscale("symlog", linthresh=linthresh)
+    axes[1, -1].legend(fontsize=7, ncol=2)
+    fig.suptitle(title, fontsize=9)
+    return fig

@@ -1,104 +1,34 @@
-"""Chapter 9's figures and verdict tables: six training curves per panel, ablations, claim checks.
+"""Chapter 9 (``book/09_training.ipynb``): Figure 2, the Appendix F ablations and their verdicts.
 
-* :func:`six_curve_figure`: the paper's six curves (OH / BN / NA times NE / L2)
-  per panel, training loss above, relative validation loss below (Figure 2,
-  Appendix F);
-* :func:`ablation`: one group of the catalog (:mod:`kmtrf_core.book.catalog`)
-  over one more field, its figure, its convergence table and its time, as an
-  :class:`Ablation`;
+The training loop is the training room's (:mod:`kmtrf_core.training`) and the
+runs are the catalog's (:mod:`kmtrf_core.book.catalog`); this module reads them:
+
+* :func:`ablation`: one catalog group over one more field, its figure
+  (:func:`~kmtrf_core.book.plotting.six_curve_figure`), its convergence table
+  and its time, as an :class:`Ablation`;
 * :func:`figure2_claims`: the claims of Section 3 about Figure 2, checked
-  against two convergence summaries (a :func:`~kmtrf_core.book.claims.claims_table`).
+  against two convergence summaries (a :func:`~kmtrf_core.book.claims.claims_table`);
+* :func:`learned_step_finding`, :func:`convergence_finding`: the verdicts of
+  the claims ``learned_step`` and ``oh_faster_convergence``.
+
+The chapter's section on the plateau reads :mod:`kmtrf_core.book.ch09_plateau`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # noqa: F401  (the doctests close their figures)
 import numpy as np
 import pandas as pd
 
-from ..training import TrainConfig, convergence_summary
+from ..training import TrainConfig, convergence_summary  # noqa: F401  (TrainConfig: the doctests)
 from .catalog import SIX_CURVES, RunGroup
-from .claims import claims_table
-from .plotting import SCHEME_COLORS, training_curves
+from .claims import Finding, claims_table, verdict
+from .plotting import six_curve_figure
 from .timing import Stopwatch, timed
 
-__all__ = [
-    "SIX_CURVES",
-    "Ablation",
-    "ablation",
-    "figure2_claims",
-    "six_curve_figure",
-]
-
-
-def six_curve_figure(history, panel_col: str, panel_values, title: str, *, window: int = 10,
-                     x: str = "step", by=("scheme", "omega"), colors: dict | None = None,
-                     linthresh: float | None = 100):
-    """One column of panels per value of ``panel_col``, each with one curve per run group.
-
-    Top row: the training loss (log scale, running mean over ``window``
-    steps); bottom row: the relative validation loss (Eq. 20) with the
-    one-Lloyd-step line at 1; median and inter-quartile ribbon over seeds
-    (:func:`~kmtrf_core.book.plotting.training_curves`). The step axis is
-    logarithmic beyond ``linthresh`` (linear below it, so step 0 shows), so
-    the plateau and the drop both get room. Chapter 9 draws Figure 2 and the
-    ablations of Appendix F with it.
-
-    Parameters
-    ----------
-    history : pandas.DataFrame
-        From :func:`~kmtrf_core.training.sweep`, with a ``panel_col`` column.
-    panel_col : str
-        The column whose values make the panels.
-    panel_values : sequence
-        The values, one panel each, in this order.
-    title : str
-        The figure's caption.
-    window : int
-        Running-mean window of the training loss.
-    x : {"step", "wall_time"}
-        The abscissa; the panels share it when it is ``"step"``.
-    by : tuple of str
-        Columns that define a curve.
-    colors : dict, optional
-        Curve label -> colour; default :data:`~kmtrf_core.book.plotting.SCHEME_COLORS`.
-    linthresh : float or None
-        With ``x="step"``: the symmetric-log axis is linear up to this step;
-        ``None`` keeps a linear axis.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Not shown yet: a chapter calls ``plt.show()``.
-
-    Examples
-    --------
-    >>> history = pd.DataFrame({"tau": 0.1, "scheme": "bn", "omega": "l2", "seed": [0, 0, 1, 1],
-    ...     "step": [0, 1, 0, 1], "train_loss": [np.nan, 2.0, np.nan, 3.0],
-    ...     "val_relative_loss": [1.2, 0.9, 1.3, 1.0]})
-    >>> fig = six_curve_figure(history, "tau", [0.1], "a test")
-    >>> [ax.get_title() for ax in fig.axes], fig.axes[1].get_legend() is not None
-    (['tau = 0.1', ''], True)
-    >>> plt.close(fig)
-    """
-    panel_values = list(panel_values)
-    if not panel_values:
-        raise ValueError("panel_values must not be empty")
-    colors = SCHEME_COLORS if colors is None else colors
-    fig, axes = plt.subplots(2, len(panel_values), figsize=(5 * len(panel_values), 6.4),
-                             sharex=x == "step", squeeze=False)
-    for j, value in enumerate(panel_values):
-        part = history[history[panel_col] == value]
-        training_curves(axes[0, j], axes[1, j], part, by=by, window=window, x=x, colors=colors)
-        axes[0, j].set_title(f"{panel_col} = {value}")
-        axes[0, j].set_yscale("log")
-        if x == "step" and linthresh is not None:
-            axes[1, j].set_xscale("symlog", linthresh=linthresh)
-    axes[1, -1].legend(fontsize=7, ncol=2)
-    fig.suptitle(title, fontsize=9)
-    return fig
+__all__ = ["Ablation", "ablation", "convergence_finding", "figure2_claims", "learned_step_finding"]
 
 
 @dataclass
@@ -205,7 +135,7 @@ def ablation(group: RunGroup, *, title: str = "", window: int = 10, note: str = 
     curves = [name for name in group.grid if name != field]
     base = group.base
     with timed() as clock:
-        _, history = group.runs(on_diverge="record")
+        history = group.runs(on_diverge="record").history
         caption = (f"{title}; n={base.n}, k={base.k}, d={base.d}, tau={base.tau}, "
                    f"seeds {list(base.seeds)}, {group.rule}; {note}")
         figure = six_curve_figure(history, field, values, caption, window=window, by=tuple(curves))
@@ -292,3 +222,68 @@ def figure2_claims(tau_summary: pd.DataFrame, d_summary: pd.DataFrame, taus=None
                  f"BN - OH: {gap_small:.0f} steps -> {gap_large:.0f} steps",
                  abs(gap_large) < abs(gap_small)))
     return claims_table(rows, columns=FIGURE2_COLUMNS, index=False)
+
+
+def learned_step_finding(summary: pd.DataFrame, report: pd.DataFrame, tau: float) -> Finding:
+    """Section 3: at ``tau``, do the trained OH and BN layers (L2) beat one Lloyd step?
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        :func:`~kmtrf_core.training.convergence_summary` of Figure 2(a), by
+        ``("tau", "scheme", "omega")``.
+    report : pandas.DataFrame
+        :meth:`~kmtrf_core.book.catalog.RunGroup.report` of the same runs (the steps trained).
+    tau : float
+        The penalty to read (the smallest of Figure 2(a)).
+
+    Returns
+    -------
+    Finding
+        For the claim ``learned_step``: one check per embedding.
+
+    Examples
+    --------
+    >>> index = pd.MultiIndex.from_tuples([(0.1, "oh", "l2"), (0.1, "bn", "l2")], names=["tau", "scheme", "omega"])
+    >>> summary = pd.DataFrame({"final_val_relative": [0.92, 1.03]}, index=index)
+    >>> report = pd.DataFrame({"steps": [3100, 5000]}, index=index)
+    >>> finding = learned_step_finding(summary, report, 0.1)
+    >>> finding.verdict, finding.value
+    ('partly', 'relative validation loss of layers trained until flat (3100 / 5000 steps), L2, tau = 0.1: OH 0.92, BN 1.03 (1 = one Lloyd step)')
+    """
+    final = summary["final_val_relative"]
+    oh, bn = final[(tau, "oh", "l2")], final[(tau, "bn", "l2")]
+    trained = {s: int(report.loc[(tau, s, "l2"), "steps"]) for s in ("oh", "bn")}
+    return Finding(f"relative validation loss of layers trained until flat ({trained['oh']} / {trained['bn']} "
+                   f"steps), L2, tau = {tau}: OH {oh:.2f}, BN {bn:.2f} (1 = one Lloyd step)",
+                   verdict(int(oh < 1) + int(bn < 1), 2),
+                   check="relative validation loss below 1 (one Lloyd step) for OH and for BN",
+                   budget=f"trained until flat: OH {trained['oh']}, BN {trained['bn']} steps")
+
+
+def convergence_finding(summary: pd.DataFrame, d: int) -> Finding:
+    """Section 3: at dimension ``d``, does OH converge in fewer steps than BN (L2)?
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        :func:`~kmtrf_core.training.convergence_summary` of Figure 2(b), by
+        ``("d", "scheme", "omega")``.
+    d : int
+        The dimension to read (the smallest of Figure 2(b)).
+
+    Returns
+    -------
+    Finding
+        For the claim ``oh_faster_convergence``.
+
+    Examples
+    --------
+    >>> index = pd.MultiIndex.from_tuples([(4, "oh", "l2"), (4, "bn", "l2")], names=["d", "scheme", "omega"])
+    >>> convergence_finding(pd.DataFrame({"steps_to_converge": [300.0, 1600.0]}, index=index), 4).value
+    'steps to 90% of the improvement at d = 4 (L2): OH 300, BN 1600'
+    """
+    speed = summary["steps_to_converge"]
+    oh_steps, bn_steps = speed[(d, "oh", "l2")], speed[(d, "bn", "l2")]
+    return Finding(f"steps to 90% of the improvement at d = {d} (L2): OH {oh_steps:.0f}, BN {bn_steps:.0f}",
+                   verdict(bn_steps - oh_steps > 0), check="OH reaches 90% of its improvement in fewer steps than BN")

@@ -1,10 +1,12 @@
-"""Real data: the data sets that ship with scikit-learn, clustered by Lloyd, KMeans and learned layers.
+"""Chapter 15 (``book/15_real_data.ipynb``): real data sets clustered by Lloyd, KMeans and learned layers.
 
-The real-data chapter asks what a practitioner asks: on data the layer never
+The chapter asks what a practitioner asks: on data the layer never
 saw, does a learned step beat Lloyd's, from the same starts? And does a
 broader training distribution (:data:`RECIPES`) transfer better? Everything
 here goes through :class:`~kmtrf_core.estimator.TransformerKMeans`; the
-layers come from the book's catalog (group ``realdata_<name>``).
+layers come from the book's catalog (groups ``realdata_<name>``, whose sizes
+are :data:`~kmtrf_core.book.catalog.DATASET_SIZES`). :func:`realdata_findings`
+turns the comparisons into the verdicts of the chapter's four claims.
 
 Nothing is downloaded: the four data sets are bundled with scikit-learn.
 """
@@ -15,9 +17,10 @@ import time
 import warnings
 from typing import NamedTuple
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
+import torch  # noqa: F401  (the doctests use it)
 from sklearn import datasets as sk_datasets
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
@@ -27,9 +30,11 @@ from ..estimator import TransformerKMeans
 from ..evaluate import evaluate_models, final_ratios
 from ..tasks import SHIFTS, shifted_tasks
 from ..validation import check_choice, check_int
+from .catalog import MIXED_FAMILIES
+from .claims import Finding, verdict
 
-__all__ = ["DATASETS", "MIXED_FAMILIES", "RECIPES", "Comparison", "RealData", "compare_methods", "load_dataset",
-           "recipe_of", "shift_transfer", "summary_table"]
+__all__ = ["DATASETS", "RECIPES", "Comparison", "RealData", "compare_methods", "findings", "load_dataset",
+           "ratio_figure", "realdata_findings", "recipe_of", "shift_transfer", "summary_table"]
 
 DATASETS = {
     "iris": sk_datasets.load_iris,
@@ -39,9 +44,6 @@ DATASETS = {
 }
 """Data sets bundled with scikit-learn: name -> loader."""
 
-MIXED_FAMILIES = ("normal", "gumbel", "laplace", "lognormal")
-"""The four task families that transfer to one another (chapter 11); cauchy is left out (chapter 13)."""
-
 RECIPES = {
     "plain": dict(family="normal", anisotropic=False),
     "families": dict(family=MIXED_FAMILIES, anisotropic=False),
@@ -49,7 +51,8 @@ RECIPES = {
     "families+anisotropic": dict(family=MIXED_FAMILIES, anisotropic=True),
 }
 """Training distributions, a 2 x 2 design: the paper's normal mixtures (``plain``); each task drawn from
-one of :data:`MIXED_FAMILIES`; per-dimension component spreads (``anisotropic``); both."""
+one of :data:`~kmtrf_core.book.catalog.MIXED_FAMILIES`; per-dimension component spreads
+(``anisotropic``); both."""
 
 
 def recipe_of(config) -> str:
@@ -250,8 +253,14 @@ def ratio_figure(comparisons, caption: str):
     """One panel per data set: the median over starts of each method's objective over Lloyd's, per step.
 
     Below 1 the method is ahead of Lloyd at that step, from the same start.
+
+    >>> from kmtrf_core.model import ClusterTransformer
+    >>> out = compare_methods(load_dataset("iris"), {"c": ClusterTransformer.from_lloyd(4, 3)}, 2, 2)
+    >>> fig = ratio_figure([out], "a test")
+    >>> [ax.get_title() for ax in fig.axes]
+    ['iris']
+    >>> plt.close(fig)
     """
-    import matplotlib.pyplot as plt  # the figure helpers alone need matplotlib
 
     comparisons = list(comparisons)
     fig, axes = plt.subplots(1, len(comparisons), figsize=(3.4 * len(comparisons), 3.3), squeeze=False)
@@ -301,3 +310,68 @@ def findings(summary: pd.DataFrame, steps: int) -> dict:
         broad_better=int(sum(best_broad.get(name, np.inf) < plain.loc[name, last] for name in plain.index)),
         best=best.to_dict(),
     )
+
+
+def realdata_findings(summary: pd.DataFrame, random_summary: pd.DataFrame, finals: pd.DataFrame, steps: int,
+                      starts: int) -> dict:
+    """The verdicts of chapter 15's four claims, from the k-means++ and the random-start comparisons.
+
+    Parameters
+    ----------
+    summary, random_summary : pandas.DataFrame
+        :func:`summary_table` of the comparisons from k-means++ starts and from random starts.
+    finals : pandas.DataFrame
+        The k-means++ comparisons' ``finals`` (with ``lloyd_matches_kmeans`` on the KMeans rows).
+    steps : int
+        ``T``, the last step compared.
+    starts : int
+        Starts per data set, for the text.
+
+    Returns
+    -------
+    dict
+        Claim id -> :class:`~kmtrf_core.book.claims.Finding` for ``estimator_equals_kmeans``,
+        ``realdata_first_step``, ``realdata_many_steps`` (whose report gives the counts per kind
+        of start) and ``recipe_transfers`` (whose report names the best recipe per data set).
+
+    Examples
+    --------
+    >>> index = pd.MultiIndex.from_tuples([("a", "plain"), ("a", "families"), ("b", "plain"), ("b", "families")],
+    ...                                   names=["dataset", "method"])
+    >>> summary = pd.DataFrame({"ratio_step1": [0.9, 1.1, 1.2, 1.0], "ratio_step5": [1.1, 1.0, 1.3, 1.4]},
+    ...                        index=index)
+    >>> finals = pd.DataFrame({"dataset": ["a", "b"], "lloyd_matches_kmeans": [True, True]})
+    >>> out = realdata_findings(summary, summary, finals, 5, 3)
+    >>> {claim: finding.verdict for claim, finding in out.items()}
+    {'estimator_equals_kmeans': 'reproduced', 'realdata_first_step': 'partly', 'realdata_many_steps': 'not reproduced', 'recipe_transfers': 'partly'}
+    """
+    found, found_random = findings(summary, steps), findings(random_summary, steps)
+    matches = finals.dropna(subset=["lloyd_matches_kmeans"])
+    equal = matches.groupby("dataset").lloyd_matches_kmeans.all()
+    n_sets = found["datasets"]
+    counts = "\n".join(
+        f"{kind} starts: plain layer ahead of Lloyd after step 1 on {f['plain_first']} of {n_sets} data sets, "
+        f"after step {steps} on {f['plain_last']}" for kind, f in (("k-means++", found), ("random", found_random)))
+    broad = (f"a broader recipe beats plain after step {steps} on {found['broad_better']} of {n_sets} data sets; "
+             f"best recipe per data set: {found['best']}")
+    return {
+        "estimator_equals_kmeans": Finding(
+            f"{int(equal.sum())} of {len(equal)} data sets: same labels and centers (1e-10) as KMeans from all "
+            f"{starts} shared starts", verdict(int(equal.sum()), len(equal)),
+            check="the same labels and centers as KMeans from every start, on every data set"),
+        "realdata_first_step": Finding(
+            f"plain layer ahead of Lloyd's first step (median over starts) on {found['plain_first']} of {n_sets} "
+            f"data sets from k-means++ starts, {found_random['plain_first']} of {n_sets} from random starts",
+            verdict(found["plain_first"] + found_random["plain_first"], 2 * n_sets),
+            check="median ratio to Lloyd below 1 after step 1, every data set and kind of start", report=counts),
+        "realdata_many_steps": Finding(
+            f"plain layer ahead of Lloyd after {steps} steps on {found['plain_last']} of {n_sets} data sets "
+            f"(k-means++ starts), {found_random['plain_last']} (random)",
+            verdict(found["plain_last"] + found_random["plain_last"], 2 * n_sets),
+            check=f"median ratio to Lloyd below 1 after step {steps}, every data set and kind of start",
+            report=counts),
+        "recipe_transfers": Finding(
+            f"a broader recipe beats plain after {steps} steps on {found['broad_better']} of {n_sets} data sets; "
+            f"best: {found['best']}", verdict(found["broad_better"], n_sets),
+            check=f"some broader recipe below plain after step {steps}, every data set", report=broad),
+    }

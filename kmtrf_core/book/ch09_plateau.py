@@ -1,4 +1,4 @@
-"""The plateau of training, measured (chapter 9, "The plateau").
+"""Chapter 9 (``book/09_training.ipynb``), section "The plateau": the plateau of training, measured.
 
 At lr 0.01 the relative validation loss (Eq. 20) stays near 1.6-1.8 for a
 thousand steps or more, then drops below one Lloyd step within a few hundred.

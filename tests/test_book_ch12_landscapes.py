@@ -1,4 +1,4 @@
-"""Readings of a loss surface (Fig. 3): local_minima, surface_shape, origin_scaled_correlation."""
+"""Chapter 12's readings of a loss surface (Fig. 3): local_minima, surface_shape, origin_scaled_correlation."""
 
 import numpy as np
 import pytest
@@ -8,13 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from kmtrf_core import ClusterTransformer, sample_tasks
-from kmtrf_core.landscape import (
-    Landscape,
-    local_minima,
-    loss_surface,
-    origin_scaled_correlation,
-    surface_shape,
-)
+from kmtrf_core.book.ch12_landscapes import local_minima, origin_scaled_correlation, surface_shape
+from kmtrf_core.landscape import Landscape, loss_surface
 
 
 def _local_minima_loop(Z):

@@ -1,24 +1,13 @@
-"""Part III's experiments (kmtrf_core.book.openq): the measurements behind chapters 16-21."""
+"""Chapter 16's code table, order sensitivity and verdicts (kmtrf_core.book.ch16_codes)."""
 
 import math
 
-import pandas as pd
 import pytest
 import torch
 
-from kmtrf_core import ClusterTransformer, lloyd_trajectory, sample_tasks
-from kmtrf_core.book.openq import (
-    algorithm_table,
-    code_table,
-    eval_tasks,
-    geometric_schedule,
-    order_sensitivity,
-    ratio_at,
-    schedule_trajectories,
-    size_transfer,
-    spectral_gammas,
-)
-from kmtrf_core.evaluate import trajectory_table
+from kmtrf_core import ClusterTransformer, sample_tasks
+from kmtrf_core.book.ch16_codes import code_table, order_sensitivity, spectral_gammas
+from kmtrf_core.book.heldout import eval_tasks
 from kmtrf_core.training import TrainConfig
 
 
@@ -56,42 +45,10 @@ def test_spectral_gammas_match_a_direct_computation():
     assert table.Gamma1[1] == pytest.approx(expected, rel=1e-6)
 
 
-def test_size_transfer_of_the_construction_is_lloyd_at_every_size():
-    config = TrainConfig(d=3, k=5, n=30)
-    wide = ClusterTransformer.from_lloyd(3, 5, "bn")
-    tests = {f"k={k}": tuple(t.double() for t in eval_tasks(config, 4, d=2, k=k)) for k in (2, 3)}
-    table = size_transfer({"wide": {"bn": wide}}, tests, steps=3)
-    assert (table.ratio - 1).abs().max() < 1e-9 and set(table.test) == set(tests)
-
-
-def test_a_constant_schedule_is_the_plain_trajectory():
-    X, C = sample_tasks(4, 20, 2, 3, generator=0)
-    model = ClusterTransformer(2, 3, "bn", generator=torch.Generator().manual_seed(0))
-    out = schedule_trajectories(model, X, C, 3, [(1.0, 1.0), (1.0, 8.0)])
-    plain = trajectory_table({"x": out["gamma 1->1"]}, X, C).ratio
-    assert not torch.equal(out["gamma 1->1"], out["gamma 1->8"])
-    assert plain.iloc[0] == 1.0
-    with pytest.raises(ValueError, match="start"):
-        geometric_schedule(0.0, 1.0, 3)
-
-
-def test_ratio_at_takes_the_median_over_members():
-    table = pd.DataFrame({"model": "m", "member": [0, 1, 2], "step": 1, "ratio": [0.5, 0.9, 1.0]})
-    assert ratio_at(table, [1]).loc["m", "step1"] == 0.9
-
-
-def test_the_algorithm_table_finds_lloyd_in_the_construction():
-    X, C = sample_tasks(6, 40, 2, 3, generator=2, dtype=torch.float64)
-    table = algorithm_table({"lloyd": ClusterTransformer.from_lloyd(2, 3)}, {"normal": (X, C)}, 1,
-                            betas=[1.0, 1e4], alphas=[0.5, 1.0, 1.5], batch=20)
-    first = table.set_index("algorithm")
-    assert first.loc["lloyd", "distance"] < 1e-9 and first.loc["relaxed", "parameter"] == 1.0
-    assert first.loc["stay", "distance"] == pytest.approx(1.0)
-
-
 def test_the_one_dimension_claim_is_judged_on_the_probe_when_there_is_one():
     import pandas as pd
-    from kmtrf_core.book.openq import codes_findings
+
+    from kmtrf_core.book.ch16_codes import codes_findings
 
     summary = pd.DataFrame({"final": [0.9, 0.95, 1.3, 1.2]}, index=["oh", "bn", "sc", "na"])
     table = pd.DataFrame({"step1": [0.9, 0.95, 1.35, 1.2]}, index=summary.index)

@@ -1,28 +1,22 @@
-"""Chapter 9's figure, ablation and claim helpers (kmtrf_core.book.training_figures)."""
-
-import math
+"""Chapter 9's figures, ablations, claim checks and verdicts (kmtrf_core.book.ch09_training)."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
 
-from kmtrf_core import TrainConfig  # noqa: E402
-from kmtrf_core.book.plotting import SCHEME_COLORS  # noqa: E402
-from kmtrf_core.book.timing import Stopwatch  # noqa: E402
-from kmtrf_core.book.catalog import RunGroup  # noqa: E402
-from kmtrf_core.book.claims import CLAIM_COLUMNS, claims_table, progression  # noqa: E402
-from kmtrf_core.book.training_figures import (  # noqa: E402
-    SIX_CURVES,
-    Ablation,
-    ablation,
-    figure2_claims,
+from kmtrf_core import TrainConfig
+from kmtrf_core.book.catalog import SIX_CURVES, RunGroup
+from kmtrf_core.book.ch09_training import Ablation, ablation, figure2_claims
+from kmtrf_core.book.plotting import (
+    SCHEME_COLORS,
     six_curve_figure,
 )
+from kmtrf_core.book.timing import Stopwatch
 
 TINY = TrainConfig(d=2, k=3, n=12, steps=3, batch=2, val_tasks=2, val_every=1, seeds=(0, 1))
 
@@ -111,21 +105,6 @@ def test_ablation_records_a_real_divergence_instead_of_stopping(cache):
 def test_ablation_needs_a_field_besides_the_curves(cache):
     with pytest.raises(ValueError, match="besides the curves"):
         ablation(RunGroup("demo", TINY, {"scheme": ["oh"], "omega": ["l2"]}, "9", "test"))
-
-
-def test_progression():
-    assert progression([1.0, 6.7, 36.9], "{:.1f}%") == "1.0% -> 6.7% -> 36.9%"
-    assert progression([3]) == "3" and progression([]) == ""
-
-
-def test_claims_table_indexes_by_claim_with_plain_bools():
-    table = claims_table([("a", "yes", "9/9", np.True_), ("b", "0.88x", "1.04x", 0)])
-    assert table.index.name == "claim" and table.columns.tolist() == list(CLAIM_COLUMNS[1:])
-    assert table.agree.dtype == bool and table.agree.tolist() == [True, False]
-    flat = claims_table([("c", "x", True)], columns=("claim", "ours", "holds"), index=False)
-    assert flat.index.tolist() == [0] and flat.columns.tolist() == ["claim", "ours", "holds"]
-    with pytest.raises(ValueError):
-        claims_table([("a", "b")])
 
 
 def _summaries():

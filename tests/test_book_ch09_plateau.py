@@ -1,4 +1,4 @@
-"""The plateau study (kmtrf_core.book.plateau) and the guard that training leaves the plateau."""
+"""The plateau study of chapter 9 (kmtrf_core.book.ch09_plateau) and the guard that training leaves the plateau."""
 
 import math
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kmtrf_core import ClusterTransformer, sample_tasks
-from kmtrf_core.book.plateau import READINGS, drop_table, layer_readings, plateau_summary, plateau_trace
+from kmtrf_core.book.ch09_plateau import READINGS, drop_table, layer_readings, plateau_summary, plateau_trace
 from kmtrf_core.training import TrainConfig, train
 from kmtrf_core.training.convergence import validation_curve
 

@@ -1,0 +1,130 @@
+"""Chapter 5 (``book/05_construction.ipynb``): how far the constructed layer is from Lloyd's iterations.
+
+The construction is the paper room's (:meth:`~kmtrf_core.model.ClusterTransformer.from_lloyd`,
+:mod:`kmtrf_core.construction`); this module measures it:
+
+* :func:`relative_center_error` and :func:`layerwise_lloyd_errors`: the
+  error against Lloyd, layer by layer;
+* :func:`exactness_finding`: the verdict of the claim ``construction_exact``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from ..evaluate import center_trajectory
+from ..lloyd import lloyd_trajectory
+from ..model import ClusterTransformer
+from ..validation import check_int, check_points_centers, check_table, check_tensor
+from .claims import Finding, verdict
+
+__all__ = ["exactness_finding", "layerwise_lloyd_errors", "relative_center_error"]
+
+
+def relative_center_error(centers: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """``max |centers - reference| / max |reference|`` per task (max over all entries).
+
+    The exactness measure of chapter 5: a task counts as exact when this is at
+    most ``1e-12`` in float64.
+
+    Parameters
+    ----------
+    centers, reference : torch.Tensor
+        ``(B, k, d)`` each.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B,)``.
+
+    Examples
+    --------
+    >>> ref = torch.tensor([[[1.0, -4.0]], [[2.0, 0.0]]])
+    >>> relative_center_error(ref + torch.tensor([0.0, 0.5]), ref).tolist()
+    [0.125, 0.25]
+    """
+    check_tensor(centers, "centers", rank=3)
+    check_tensor(reference, "reference", rank=3)
+    if centers.shape != reference.shape:
+        raise ValueError(f"centers {tuple(centers.shape)} and reference {tuple(reference.shape)} differ")
+    return (centers - reference).abs().flatten(1).amax(1) / reference.abs().flatten(1).amax(1)
+
+
+def layerwise_lloyd_errors(X: torch.Tensor, C: torch.Tensor, scheme: str, steps: int) -> torch.Tensor:
+    """Relative error of layer ``t`` of the constructed model against Lloyd iteration ``t``.
+
+    Runs the layer of Theorem 2.1 (``gamma = inf``, weights from
+    :meth:`~kmtrf_core.model.ClusterTransformer.from_lloyd`) on its own tokens
+    for ``steps`` layers and compares the centers after each layer with
+    Lloyd's (:func:`relative_center_error`). Used in chapter 5.
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        Points ``(B, n, d)``.
+    C : torch.Tensor
+        Initial centers ``(B, k, d)``.
+    scheme : {"oh", "bn", "sc"}
+        Token embedding of the constructed layer.
+    steps : int
+        Number of layers / Lloyd iterations ``T >= 1``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(T, B)``; row ``t - 1`` compares layer ``t`` with iteration ``t``.
+
+    Examples
+    --------
+    >>> g = torch.Generator().manual_seed(0)
+    >>> X = torch.rand(3, 40, 2, generator=g, dtype=torch.float64)
+    >>> errors = layerwise_lloyd_errors(X, X[:, :4].clone(), "bn", steps=3)
+    >>> errors.shape, bool(errors.max() < 1e-12)
+    (torch.Size([3, 3]), True)
+    """
+    check_points_centers(X, C)
+    steps = check_int(steps, "steps")
+    d, k = X.shape[2], C.shape[1]
+    reference = lloyd_trajectory(X, C, steps).centers  # (T + 1, B, k, d)
+    model = ClusterTransformer.from_lloyd(d, k, scheme, dtype=X.dtype, device=X.device)
+    layers = center_trajectory(model, X, C, steps, mode="naive")  # the layer on its own tokens
+    return torch.stack([relative_center_error(layers[t], reference[t]) for t in range(1, steps + 1)])
+
+
+def exactness_finding(table: pd.DataFrame) -> Finding:
+    """Theorem 2.1: is every task inside the theorem's assumptions exact, for every scheme and ``T``?
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per (scheme, ``T``) with ``T``, ``tasks_in_theorem`` (tasks
+        without an empty cluster up to ``T``), ``exact`` (of those, how many
+        are within ``1e-12`` of Lloyd in float64) and ``worst_rel_error``.
+
+    Returns
+    -------
+    Finding
+        For the claim ``construction_exact``; the report gives both checks
+        as the chapter prints them.
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"scheme": ["bn", "bn", "oh"], "T": [1, 2, 2],
+    ...                       "tasks_in_theorem": [8, 6, 0], "exact": [8, 6, 0],
+    ...                       "worst_rel_error": [1e-16, 3e-16, float("nan")]})
+    >>> finding = exactness_finding(table)
+    >>> finding.verdict, finding.value
+    ('reproduced', '14 of 14 (task, T <= 2) cases exact to 1e-12 in float64 (OH, BN); worst relative error 3.0e-16')
+    """
+    check_table(table, "table", ["T", "tasks_in_theorem", "exact", "worst_rel_error"])
+    inside = table[table.tasks_in_theorem > 0]
+    all_exact = bool((inside.exact == inside.tasks_in_theorem).all())
+    worst = inside.worst_rel_error.max()
+    exact, cases = int(inside.exact.sum()), int(inside.tasks_in_theorem.sum())
+    report = ("every task inside the theorem's assumptions is exact for every scheme and T: "
+              f"{all_exact}\nlargest relative error seen inside: {worst:.2e}")
+    return Finding(f"{exact} of {cases} (task, T <= {int(table['T'].max())}) cases exact to 1e-12 in float64 "
+                   f"(OH, BN); worst relative error {worst:.1e}", verdict(all_exact),
+                   check="every task without an empty cluster within 1e-12 of Lloyd, every scheme and T",
+                   report=report)

@@ -1,0 +1,356 @@
+"""Chapter 11 (``book/11_generalization.ipynb``): the layers on shifted mixtures, other families, other ``n``.
+
+Figures 7, 8/18 and 12 of Section 4. The layers are the catalog's Section 4
+layers (groups ``section4_schemes`` and ``section4_families``); the tasks and
+the evaluation are the paper room's (:mod:`kmtrf_core.tasks`,
+:func:`~kmtrf_core.evaluate.evaluate_models`). This module holds:
+
+* :func:`scheme_layers`, :func:`family_generalization`: the layers, and the
+  train-family x test-family evaluation behind Figures 8 and 18 (chapter 14 reads it too);
+* :func:`ratio_table`: the median ratio to Lloyd after the first and the last step;
+* :func:`shift_finding`, :func:`family_summary`, :func:`family_finding`,
+  :func:`point_counts`, :func:`length_finding`: the readings and verdicts of
+  ``shift_generalization``, ``family_generalization`` and ``length_generalization``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..evaluate import evaluate_models, final_ratios
+from ..tasks import FAMILIES, SHIFTS, family_tasks
+from .catalog import PAPER_SCHEMES
+from .claims import Finding, verdict
+from .plotting import l2_label
+
+__all__ = ["family_finding", "family_generalization", "family_summary", "length_finding", "point_counts",
+           "ratio_table", "scheme_layers", "shift_finding"]
+
+_OH_BN = ["oh", "bn"]
+
+
+def scheme_layers(models: dict, schemes=PAPER_SCHEMES, omega: str = "l2") -> dict:
+    """The L2 layer of each token embedding: ``scheme -> model`` (chapter 11).
+
+    Parameters
+    ----------
+    models : dict
+        From the catalog group ``section4_schemes``: ``(scheme, omega) -> model``.
+    schemes : sequence of str
+        Token embeddings, in the order wanted.
+    omega : str
+        The regularized min.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> scheme_layers({("oh", "l2"): "a", ("bn", "l2"): "b", ("oh", "ne"): "c"}, schemes=("bn", "oh"))
+    {'bn': 'b', 'oh': 'a'}
+    """
+    return {scheme: models[(scheme, omega)] for scheme in schemes}
+
+
+def family_generalization(catalog, schemes=PAPER_SCHEMES, families=FAMILIES, tasks: int = 64, steps: int = 20,
+                          seed: int = 30_000, modes=("reembed",)) -> pd.DataFrame:
+    """The L2 layer of every (training family, scheme) on fresh tasks of every family (Figures 8 and 18).
+
+    The layers are the catalog's group ``section4_families`` (trained once,
+    shared with chapters 13 and 14); the test tasks are ``tasks`` per family
+    drawn from ``seed`` with the group's ``n, d, k, scale``.
+
+    Parameters
+    ----------
+    catalog : Catalog
+        :func:`~kmtrf_core.book.catalog.book_catalog` of the profile in force.
+    schemes : sequence of str
+        Token embeddings.
+    families : sequence of str
+        Training and test families.
+    tasks : int
+        Test tasks per family.
+    steps : int
+        Clustering steps ``T`` of the evaluation.
+    seed : int
+        Seed of the test tasks.
+    modes : sequence of {"reembed", "naive"}
+        Evaluation modes.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`~kmtrf_core.evaluate.evaluate_models` with model labels
+        ``(train_family, scheme)`` and tests named by family (see
+        :func:`~kmtrf_core.evaluate.family_matrix`).
+
+    Examples
+    --------
+    A tiny run, with the cache in a temporary folder (``$KMTRF_CACHE``):
+
+    >>> import os, tempfile
+    >>> from unittest import mock
+    >>> from kmtrf_core.book.catalog import book_catalog
+    >>> from kmtrf_core.evaluate import family_matrix
+    >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+    ...     table = family_generalization(book_catalog("quick"), schemes=("bn",), families=("normal", "cauchy"),
+    ...                                   tasks=2, steps=1)
+    >>> sorted(table.model.unique()), family_matrix(table, "bn").shape
+    ([('cauchy', 'bn'), ('normal', 'bn')], (2, 2))
+    """
+    group = catalog["section4_families"]
+    base = group.base
+    families, schemes = tuple(families), tuple(schemes)
+    models = {(family, scheme): group.run(family=family, scheme=scheme, omega="l2").model
+              for family in families for scheme in schemes}
+    tests = family_tasks(tasks, base.n, base.d, base.k, families=families, generator=seed, scale=base.scale)
+    return evaluate_models(models, tests, steps, modes=modes)
+
+
+def ratio_table(table, by=("test", "model")) -> pd.DataFrame:
+    """Median ratio to Lloyd after the first and after the last step, per group (chapter 11).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`~kmtrf_core.evaluate.evaluate_models`.
+    by : sequence of str
+        Columns that define a group.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``by``; columns ``ratio_step1`` and ``ratio_step<T>`` with
+        ``T`` the table's last step (medians over members, from
+        :func:`~kmtrf_core.evaluate.final_ratios`).
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"model": "oh", "member": [0, 1] * 2, "test": "normal",
+    ...     "mode": "reembed", "step": [1, 1, 5, 5], "ratio": [2.0, 4.0, 0.5, 1.5],
+    ...     "diverged": 0.0})
+    >>> ratio_table(table).reset_index().values.tolist()
+    [['normal', 'oh', 3.0, 1.0]]
+    >>> list(ratio_table(table).columns)
+    ['ratio_step1', 'ratio_step5']
+    """
+    by = list(by)
+    last = int(table.step.max())
+    first = final_ratios(table, by=by, step=1)["median"].rename("ratio_step1")
+    final = final_ratios(table, by=by)["median"].rename(f"ratio_step{last}")
+    return pd.concat([first, final], axis=1)
+
+
+def shift_finding(final, steps: int, shifts=SHIFTS) -> Finding:
+    """Figure 7: do OH and BN beat Lloyd under each shift but the doubled scale? (chapter 11)
+
+    Parameters
+    ----------
+    final : pandas.DataFrame
+        Median ratio to Lloyd after ``steps`` steps: rows the tests (``"no
+        shift"`` and each shift), columns the schemes ``oh, bn, na``.
+    steps : int
+        ``T``, for the text.
+    shifts : sequence of str
+        The shifted tests (default :data:`~kmtrf_core.tasks.SHIFTS`).
+
+    Returns
+    -------
+    Finding
+        For the claim ``shift_generalization``; the report adds the unshifted
+        ratios and the largest change of a final ratio under a shift.
+
+    Examples
+    --------
+    >>> final = pd.DataFrame({"oh": [0.8, 0.7, 1.2], "bn": [0.9, 0.8, 1.1], "na": 1.5},
+    ...                      index=["no shift", "half scale", "double scale"])
+    >>> finding = shift_finding(final, 20, shifts=["half scale", "double scale"])
+    >>> finding.verdict, finding.value
+    ('reproduced', 'OH/BN beat Lloyd after 20 steps under 1 of 2 shifts; final ratios 0.70 to 1.20')
+    >>> print(finding.report.splitlines()[0])
+    OH and BN beat Lloyd after 20 steps under 1 of 2 shifts (half scale). Paper: 1 of 2 (all but
+    double scale) -> reproduced
+    """
+    shifts = list(shifts)
+    wins = {name: bool((final.loc[name, _OH_BN] < 1).all()) for name in shifts}
+    won = [name for name, ok in wins.items() if ok]
+    expected = [name for name in shifts if name != "double scale"]
+    outcome = verdict(sum(wins[name] for name in expected), len(expected))
+    shifted = final.loc[shifts, _OH_BN]
+    value = (f"OH/BN beat Lloyd after {steps} steps under {len(won)} of {len(shifts)} shifts; "
+             f"final ratios {shifted.min().min():.2f} to {shifted.max().max():.2f}")
+    unshifted = final.loc["no shift", list(PAPER_SCHEMES)]
+    drift = (final.loc[shifts] - final.loc["no shift"]).abs().max().max()
+    lines = [
+        f"OH and BN beat Lloyd after {steps} steps under {len(won)} of {len(shifts)} shifts"
+        + (f" ({', '.join(won)})" if won else "")
+        + f". Paper: {len(expected)} of {len(shifts)} (all but double scale) -> {outcome}",
+        "Unshifted reference, ratio to Lloyd after T steps: "
+        + ", ".join(f"{l2_label(scheme)} {unshifted[scheme]:.2f}" for scheme in PAPER_SCHEMES),
+        f"Largest change of a final ratio under a shift, relative to no shift: {drift:.2f}",
+    ]
+    return Finding(value, outcome, check="OH and BN below Lloyd (ratio < 1) under every shift but double scale",
+                   report="\n".join(lines))
+
+
+def family_summary(matrices: dict) -> pd.DataFrame:
+    """Figure 8's three readings, per embedding, from the train x test family matrices (chapter 11).
+
+    Parameters
+    ----------
+    matrices : dict
+        ``scheme -> matrix`` from :func:`~kmtrf_core.evaluate.family_matrix`
+        (rows test families, columns training families); read for OH and BN.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by embedding label; columns ``cauchy_trained_median_ratio``
+        (median of the cauchy column), ``other_trained_median_ratio`` (the
+        mean over all cells of the other columns), ``cauchy_test_row_ratio``
+        (median of the cauchy row outside the cauchy column) and
+        ``block_4x4_cells_beating_lloyd`` (cells below 1 among non-cauchy
+        training and test families).
+
+    Examples
+    --------
+    >>> families = ["normal", "cauchy", "gumbel"]
+    >>> M = pd.DataFrame([[0.5, 2.0, 0.8], [3.0, 4.0, 1.5], [0.9, 2.5, 1.1]],
+    ...                  index=families, columns=families)
+    >>> family_summary({"oh": M, "bn": M}).loc["OH:L2"].tolist()
+    [2.5, 1.3, 2.25, 3.0]
+    """
+    rows = []
+    for scheme in _OH_BN:
+        matrix = matrices[scheme]
+        others = [f for f in matrix.columns if f != "cauchy"]
+        rows.append(dict(
+            embedding=l2_label(scheme),
+            cauchy_trained_median_ratio=float(matrix["cauchy"].median()),
+            other_trained_median_ratio=float(matrix[others].to_numpy().ravel().mean()),
+            cauchy_test_row_ratio=float(matrix.loc["cauchy", others].median()),
+            block_4x4_cells_beating_lloyd=int((matrix.loc[others, others] < 1).to_numpy().sum()),
+        ))
+    return pd.DataFrame(rows).set_index("embedding")
+
+
+def family_finding(summary, steps: int, families=FAMILIES) -> Finding:
+    """Figure 8: the cauchy column, the cauchy row, and the non-cauchy block (chapter 11).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        From :func:`family_summary`.
+    steps : int
+        ``T``, for the text.
+    families : sequence of str
+        The families of the matrices (for the number of block cells).
+
+    Returns
+    -------
+    Finding
+        For the claim ``family_generalization``, whose verdict is that of the
+        block; the report gives all three checks.
+
+    Examples
+    --------
+    >>> summary = pd.DataFrame({"cauchy_trained_median_ratio": [3.0, 4.0],
+    ...     "other_trained_median_ratio": [0.8, 0.9], "cauchy_test_row_ratio": [1.5, 2.0],
+    ...     "block_4x4_cells_beating_lloyd": [16, 14]}, index=["OH:L2", "BN:L2"])
+    >>> finding = family_finding(summary, 20)
+    >>> finding.verdict, finding.report.splitlines()[-1]
+    ('partly', 'Lower-right 4x4 block: 30 of 32 (OH + BN) cells beat Lloyd after 20 steps -> partly')
+    """
+    others = [f for f in families if f != "cauchy"]
+    cells = len(summary) * len(others) ** 2
+    side = f"{len(others)}x{len(others)}"
+    column_worse = bool((summary.cauchy_trained_median_ratio
+                         > summary.other_trained_median_ratio).all())
+    row_loses = bool((summary.cauchy_test_row_ratio > 1).all())
+    wins = int(summary.block_4x4_cells_beating_lloyd.sum())
+    outcome = verdict(wins, cells)
+    lines = [
+        f"Cauchy-trained layers worse than the others on median: {column_worse} "
+        f"-> {verdict(column_worse)}",
+        f"On cauchy tasks, layers trained elsewhere lose to Lloyd: {row_loses} "
+        f"-> {verdict(row_loses)}",
+        f"Lower-right {side} block: {wins} of {cells} (OH + BN) cells beat Lloyd after {steps} "
+        f"steps -> {outcome}",
+    ]
+    value = (f"{wins} of {cells} OH/BN cells of the non-cauchy {side} block beat Lloyd after "
+             f"{steps} steps; cauchy-trained layers worse than the others: {column_worse}")
+    return Finding(value, outcome, check=f"every OH/BN cell of the non-cauchy {side} block below Lloyd",
+                   report="\n".join(lines))
+
+
+def point_counts(sizes, factors) -> list:
+    """Numbers of points for Figure 12: ``factor * n`` rounded, at least ``k`` (chapter 11).
+
+    Parameters
+    ----------
+    sizes : namespace
+        With the training ``n`` and ``k`` (the ``section4`` sizes).
+    factors : sequence of float
+        Multiples of ``n`` (the profile's ``length_factors``).
+
+    Returns
+    -------
+    list of int
+
+    Examples
+    --------
+    >>> from kmtrf_core.book.profiles import get_profile
+    >>> point_counts(get_profile("quick").chapter("section4"), [0.1, 0.5, 1, 2, 4])
+    [4, 16, 32, 64, 128]
+    """
+    return [max(sizes.k, int(round(factor * sizes.n))) for factor in factors]
+
+
+def length_finding(final, points, train_n: int, steps: int) -> Finding:
+    """Figure 12: do OH and BN beat Lloyd at every number of points? (chapter 11)
+
+    Parameters
+    ----------
+    final : pandas.DataFrame
+        Median ratio to Lloyd after ``steps`` steps: one row per number of
+        points, columns the schemes.
+    points : sequence of int
+        The numbers of points of the rows, in order (:func:`point_counts`).
+    train_n : int
+        Points per training task.
+    steps : int
+        ``T``, for the text.
+
+    Returns
+    -------
+    Finding
+        For the claim ``length_generalization``; the report adds the factor by
+        which the final OH/BN ratios vary across ``n``.
+
+    Examples
+    --------
+    >>> final = pd.DataFrame({"oh": [0.8, 0.9], "bn": [1.2, 0.6]}, index=["n=16", "n=64"])
+    >>> finding = length_finding(final, [16, 64], 32, 20)
+    >>> finding.value, finding.verdict
+    ('OH/BN beat Lloyd in 3 of 4 (n, embedding) cases, n = 16 to 64 for training n = 32', 'partly')
+    >>> print(finding.report.splitlines()[-1])
+    Across n, the final ratio of OH/BN varies by a factor 2.00 (1 = the same at every n).
+    """
+    points = list(points)
+    if len(points) != len(final):
+        raise ValueError(f"points has {len(points)} entries for {len(final)} rows of final")
+    beat = [(test, scheme) for test in final.index for scheme in _OH_BN
+            if final.loc[test, scheme] < 1]
+    cases = len(_OH_BN) * len(points)
+    spread = float(final[_OH_BN].max().max() / final[_OH_BN].min().min())
+    outcome = verdict(len(beat), cases)
+    lines = [
+        f"OH/BN beat Lloyd after {steps} steps in {len(beat)} of {cases} (n, embedding) cases; "
+        f"paper: all -> {outcome}",
+        f"Across n, the final ratio of OH/BN varies by a factor {spread:.2f} "
+        f"(1 = the same at every n).",
+    ]
+    value = (f"OH/BN beat Lloyd in {len(beat)} of {cases} (n, embedding) cases, "
+             f"n = {points[0]} to {points[-1]} for training n = {train_n}")
+    return Finding(value, outcome, check="OH and BN below Lloyd at every number of points", report="\n".join(lines))

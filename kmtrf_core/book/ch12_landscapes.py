@@ -1,0 +1,182 @@
+"""Chapter 12 (``book/12_landscapes.ipynb``): the readings of the loss surfaces of Figure 3.
+
+The surfaces are the paper room's (:func:`~kmtrf_core.landscape.loss_surface`,
+filter-normalized directions after Li et al. 2018); the layers are the
+catalog's (group ``landscape``). This module reads the surfaces:
+
+* :func:`local_minima`, :func:`surface_shape`: how many minima a surface has
+  on its grid, and how sharply it rises from the trained weights;
+* :func:`origin_scaled_correlation`: how alike two surfaces' shapes are;
+* :func:`landscape_finding`: the verdict of the claim ``landscape_unimodal``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..landscape import Landscape
+from ..validation import check_table
+from .claims import Finding, verdict
+
+__all__ = ["landscape_finding", "local_minima", "origin_scaled_correlation", "surface_shape"]
+
+
+def local_minima(Z) -> int:
+    """The number of strict local minima of a 2-D grid of values.
+
+    A cell is a strict local minimum when its value is below that of every
+    neighbour (up to eight: the grid's rim has fewer). Ties are not minima, and
+    a NaN neither is nor makes its neighbours one. The unimodality reading of
+    Figure 3 counts these on a loss surface.
+
+    Parameters
+    ----------
+    Z : array_like
+        ``(A, B)`` values, e.g. :attr:`Landscape.smoothed`.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> bowl = np.add.outer(np.linspace(-1, 1, 5) ** 2, np.linspace(-1, 1, 5) ** 2)
+    >>> local_minima(bowl), local_minima(-bowl), local_minima(np.ones((3, 3)))
+    (1, 4, 0)
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    if Z.ndim != 2 or Z.size == 0:
+        raise ValueError(f"Z must be a non-empty 2-D grid, got shape {Z.shape}")
+    padded = np.pad(Z, 1, constant_values=np.inf)
+    rows, cols = Z.shape
+    neighbours = np.stack([padded[1 + di : 1 + di + rows, 1 + dj : 1 + dj + cols]
+                           for di in (-1, 0, 1) for dj in (-1, 0, 1) if (di, dj) != (0, 0)])
+    return int((Z < neighbours.min(axis=0)).sum())
+
+
+def _origin(surface: Landscape) -> tuple[int, int]:
+    """Indices of the grid point nearest to the trained weights ``(0, 0)``."""
+    return int(np.abs(surface.alphas).argmin()), int(np.abs(surface.betas).argmin())
+
+
+def surface_shape(surface: Landscape) -> dict:
+    """Scale-free readings of a smoothed-loss surface around the trained weights (Fig. 3).
+
+    The unimodality and sharpness readings of Figure 3.
+
+    Parameters
+    ----------
+    surface : Landscape
+        From :func:`~kmtrf_core.landscape.loss_surface`, on a grid that contains (or comes near)
+        the origin.
+
+    Returns
+    -------
+    dict
+        * ``loss_at_origin``: the smoothed loss at the grid point nearest to
+          the trained weights;
+        * ``local_minima``: :func:`local_minima` of the smoothed loss;
+        * ``argmin_distance``: distance in the plane from the origin to the
+          grid minimum;
+        * ``sharpness``: the mean over the rim cells of the relative rise
+          ``(L - L_0) / L_0`` from the origin.
+
+    Examples
+    --------
+    >>> grid = np.linspace(-1.0, 1.0, 3)
+    >>> Z = 1.0 + np.add.outer(grid ** 2, grid ** 2)
+    >>> surface = Landscape(grid, grid, Z, Z, ({}, {}), "l2", 0.1)
+    >>> shape = surface_shape(surface)
+    >>> shape["local_minima"], shape["argmin_distance"], round(shape["sharpness"], 3)
+    (1, 0.0, 1.5)
+    """
+    Z = np.asarray(surface.smoothed, dtype=np.float64)
+    i0, j0 = _origin(surface)
+    origin = Z[i0, j0]
+    i, j = np.unravel_index(Z.argmin(), Z.shape)
+    rim = np.concatenate([Z[0], Z[-1], Z[1:-1, 0], Z[1:-1, -1]])
+    return dict(loss_at_origin=float(origin), local_minima=local_minima(Z),
+                argmin_distance=float(np.hypot(surface.alphas[i], surface.betas[j])),
+                sharpness=float(((rim - origin) / origin).mean()))
+
+
+def origin_scaled_correlation(first: Landscape, second: Landscape) -> float:
+    """Pearson correlation of two smoothed-loss surfaces, each divided by its value at the origin.
+
+    Compares the shapes of two models' surfaces on grids of the same size
+    (Fig. 3: OH against BN at one ``d``)
+    without their scales.
+
+    Parameters
+    ----------
+    first, second : Landscape
+        Surfaces on grids of the same shape.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> grid = np.linspace(-1.0, 1.0, 3)
+    >>> bowl = 1.0 + np.add.outer(grid ** 2, grid ** 2)
+    >>> a = Landscape(grid, grid, bowl, bowl, ({}, {}), "l2", 0.1)
+    >>> b = Landscape(grid, grid, 5.0 * bowl, bowl, ({}, {}), "l2", 0.1)
+    >>> round(origin_scaled_correlation(a, b), 12)
+    1.0
+    """
+    if np.shape(first.smoothed) != np.shape(second.smoothed):
+        raise ValueError(f"the surfaces have different grids: {np.shape(first.smoothed)} "
+                         f"and {np.shape(second.smoothed)}")
+    scaled = [np.asarray(s.smoothed, dtype=np.float64) / s.smoothed[_origin(s)]
+              for s in (first, second)]
+    return float(np.corrcoef(scaled[0].ravel(), scaled[1].ravel())[0, 1])
+
+
+def landscape_finding(shape: pd.DataFrame, compare: pd.DataFrame) -> Finding:
+    """Figure 3: is every surface unimodal on its grid, and are OH and BN more alike at the larger ``d``?
+
+    Parameters
+    ----------
+    shape : pandas.DataFrame
+        One row per surface with ``local_minima`` and ``argmin_distance``
+        (:func:`surface_shape`).
+    compare : pandas.DataFrame
+        One row per ``d``, smallest first, with ``d``, ``sharpness_factor``
+        (the larger OH/BN sharpness over the smaller) and ``correlation``
+        (:func:`origin_scaled_correlation` of OH's and BN's surfaces).
+
+    Returns
+    -------
+    Finding
+        For the claim ``landscape_unimodal``: ``"partly"`` unless both checks agree.
+
+    Examples
+    --------
+    >>> shape = pd.DataFrame({"local_minima": [1, 1, 1, 2], "argmin_distance": [0.0, 0.1, 0.0, 0.3]})
+    >>> compare = pd.DataFrame({"d": [4, 32], "sharpness_factor": [3.3, 1.5], "correlation": [0.9, 0.99]})
+    >>> finding = landscape_finding(shape, compare)
+    >>> finding.verdict, finding.value
+    ('partly', '3 of 4 surfaces with one grid minimum; OH/BN sharpness factor 3.30 at d=4 vs 1.50 at d=32')
+    """
+    check_table(shape, "shape", ["local_minima", "argmin_distance"])
+    check_table(compare, "compare", ["d", "sharpness_factor", "correlation"])
+    unimodal = int((shape.local_minima == 1).sum())
+    v_unimodal = verdict(unimodal, len(shape))
+    small_d, large_d = compare.iloc[0], compare.iloc[-1]
+    closer = bool(large_d.sharpness_factor < small_d.sharpness_factor)
+    at_small = f"{small_d.sharpness_factor:.2f} at d={int(small_d.d)}"
+    at_large = f"{large_d.sharpness_factor:.2f} at d={int(large_d.d)}"
+    alike = "more" if closer else "no more"
+    correlations = f"{small_d.correlation:.3f} vs {large_d.correlation:.3f}"
+    report = (f"(i) {unimodal} of {len(shape)} surfaces have a single local minimum on the grid (largest "
+              f"distance of the grid minimum from the trained weights: {shape.argmin_distance.max():.2f}) -> "
+              f"{v_unimodal}\n"
+              f"(ii)/(iii) OH vs BN sharpness factor: {at_small}, {at_large}; surface correlation "
+              f"{correlations} -> OH and BN {alike} alike at the larger d: {verdict(closer)}")
+    return Finding(f"{unimodal} of {len(shape)} surfaces with one grid minimum; "
+                   f"OH/BN sharpness factor {at_small} vs {at_large}",
+                   v_unimodal if v_unimodal == verdict(closer) else "partly",
+                   check="one local minimum on every grid; a smaller OH/BN sharpness factor at the larger d",
+                   report=report)

@@ -1,0 +1,242 @@
+"""Chapter 16 (``book/16_codes.ipynb``): which token embeddings learn, and does the code order matter?
+
+The layers are the catalog's (group ``openq_codes``, and the scalar-code probe
+``openq_probe``); the held-out evaluation is :mod:`kmtrf_core.book.heldout`'s.
+This module holds:
+
+* :func:`spectral_gammas`, :func:`code_table`: each embedding's size, its
+  layer's ratio to Lloyd and its Lipschitz bound at the trained weights;
+* :func:`order_sensitivity`: how much a layer's step depends on which code each center carries;
+* :func:`codes_findings`: the verdicts of ``codes_needed``, ``one_dimension_learns``,
+  ``code_order`` and ``gray_order``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+
+from ..embeddings import embedding_dim
+from ..evaluate import center_trajectory, trajectory_table
+from ..lipschitz import lipschitz_bound
+from ..lloyd import kmeans_objective, lloyd_step
+from ..model import check_model
+from ..tasks import sample_tasks  # noqa: F401  (the doctests use it)
+from ..training import TrainConfig
+from ..validation import check_int
+from .claims import Finding, verdict
+from .heldout import eval_tasks, ratio_at  # noqa: F401  (eval_tasks: the doctests)
+
+__all__ = ["code_table", "codes_findings", "order_sensitivity", "spectral_gammas"]
+
+
+def _fmt(values: dict, fmt: str = "{:.3f}") -> str:
+    return ", ".join(f"{str(key).upper()} {fmt.format(value)}" for key, value in values.items())
+
+
+def spectral_gammas(model) -> pd.DataFrame:
+    """Per ensemble member: the largest spectral norm of the query/key projections and of the values.
+
+    These are the ``Gamma1`` and ``Gamma2`` of Assumption I.2, measured on a
+    trained layer, for :func:`~kmtrf_core.lipschitz.lipschitz_bound`.
+
+    Examples
+    --------
+    >>> from kmtrf_core.model import ClusterTransformer
+    >>> table = spectral_gammas(ClusterTransformer.from_lloyd(2, 3, "bn"))
+    >>> list(table.columns), len(table)
+    (['member', 'Gamma1', 'Gamma2'], 1)
+    """
+    model = check_model(model)
+    rows = []
+    for member, layer in enumerate(model.members()):
+        with torch.no_grad():
+            qk = torch.linalg.matrix_norm(torch.cat([layer.Q, layer.K]).double(), ord=2).max().item()
+            v = torch.linalg.matrix_norm(layer.V.double(), ord=2).max().item()
+        rows.append((member, qk, v))
+    return pd.DataFrame(rows, columns=["member", "Gamma1", "Gamma2"])
+
+
+def code_table(layers: dict, config: TrainConfig, X: torch.Tensor, C: torch.Tensor, steps: int) -> pd.DataFrame:
+    """One row per token embedding: its size, its layer's ratio to Lloyd, and its Lipschitz bound.
+
+    Parameters
+    ----------
+    layers : dict
+        Scheme -> trained layer (single or ensemble), all trained with ``config`` but the scheme.
+    config : TrainConfig
+        The shared training config (``n``, ``d``, ``k``, ``gamma``, ``tau``, ``omega``).
+    X, C : torch.Tensor
+        Held-out tasks.
+    steps : int
+        Clustering steps ``T``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by scheme: ``d_emb``, ``parameters``, ``step1`` and
+        ``step<T>`` (median over members of the ratio to Lloyd, re-embedded),
+        ``Gamma1`` / ``Gamma2`` (median over members, :func:`spectral_gammas`)
+        and ``log10_bound`` (Theorem I.2 at those norms).
+
+    Examples
+    --------
+    >>> from kmtrf_core.model import ClusterTransformer
+    >>> cfg = TrainConfig(d=2, k=3, n=16)
+    >>> X, C = eval_tasks(cfg, 4)
+    >>> layers = {"bn": ClusterTransformer(2, 3, "bn"), "oh": ClusterTransformer(2, 3, "oh")}
+    >>> code_table(layers, cfg, X, C, steps=2).d_emb.to_dict()
+    {'bn': 4, 'oh': 5}
+    """
+    check_int(steps, "steps")
+    trajectories = {scheme: center_trajectory(model, X, C, steps) for scheme, model in layers.items()}
+    ratios = ratio_at(trajectory_table(trajectories, X, C), sorted({1, steps}))
+    rows = []
+    for scheme, model in layers.items():
+        gammas = spectral_gammas(model).median()
+        bound = lipschitz_bound(config.n, config.k, config.d, scheme, config.final_gamma, config.tau, config.omega,
+                                Gamma1=float(gammas.Gamma1), Gamma2=float(gammas.Gamma2))
+        rows.append(dict(scheme=scheme, d_emb=embedding_dim(config.d, config.k, scheme),
+                         parameters=model.members()[0].num_parameters(), **ratios.loc[scheme].to_dict(),
+                         Gamma1=float(gammas.Gamma1), Gamma2=float(gammas.Gamma2),
+                         log10_bound=bound.log10_alpha))
+    return pd.DataFrame(rows).set_index("scheme")
+
+
+def order_sensitivity(model, X: torch.Tensor, C: torch.Tensor, permutations: int, seed: int = 0) -> pd.DataFrame:
+    """How much a layer's step depends on which code each initial center carries.
+
+    Relabel the initial centers by a random permutation ``pi``, apply the
+    layer, undo the relabelling, and compare with the step from the original
+    order: ``|F(X, C[pi])[pi^-1] - F(X, C)|_F / |Lloyd(X, C) - C|_F``, in
+    units of Lloyd's step. Lloyd's algorithm and a layer without codes (NA)
+    do not depend on the order (0 up to rounding); a layer with codes can.
+    Also the spread over the relabellings of each task's k-means loss after
+    the step, relative to its mean.
+
+    Parameters
+    ----------
+    model : ClusterTransformer
+        Single layer or ensemble.
+    X, C : torch.Tensor
+        Held-out tasks.
+    permutations : int
+        Relabellings per task.
+    seed : int
+        Seed of the permutations.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per member: ``member``, ``order_gap`` (mean over tasks and
+        relabellings), ``loss_spread`` (mean over tasks of the standard
+        deviation over relabellings of the loss, over its mean).
+
+    Examples
+    --------
+    >>> from kmtrf_core.model import ClusterTransformer
+    >>> X, C = sample_tasks(4, 20, 2, 3, generator=0)
+    >>> table = order_sensitivity(ClusterTransformer(2, 3, "na"), X, C, permutations=3)
+    >>> bool(table.order_gap.max() < 1e-4)
+    True
+    """
+    model = check_model(model)
+    check_int(permutations, "permutations")
+    generator = torch.Generator().manual_seed(seed)
+    B, k = C.shape[0], C.shape[1]
+    rows = []
+    with torch.no_grad():
+        step = lloyd_step(X, C)
+        scale = (step - C).flatten(1).norm(dim=1).clamp_min(torch.finfo(C.dtype).eps)  # (B,)
+        for member, layer in enumerate(model.members()):
+            base = layer(X, C)
+            gaps, losses = [], []
+            for _ in range(permutations):
+                perm = torch.argsort(torch.rand(B, k, generator=generator), dim=1)  # (B, k)
+                inverse = torch.argsort(perm, dim=1)
+                shuffled = torch.gather(C, 1, perm[..., None].expand_as(C))
+                out = layer(X, shuffled)
+                back = torch.gather(out, 1, inverse[..., None].expand_as(out))
+                gaps.append((back - base).flatten(1).norm(dim=1) / scale)
+                losses.append(kmeans_objective(X, back))
+            losses = torch.stack(losses)  # (P, B)
+            spread = (losses.std(dim=0, unbiased=False) / losses.mean(dim=0)).mean().item()
+            rows.append((member, torch.stack(gaps).mean().item(), spread))
+    return pd.DataFrame(rows, columns=["member", "order_gap", "loss_spread"])
+
+
+def codes_findings(summary, table, sensitivity, per_seed, probe=None) -> dict:
+    """Chapter 16's verdicts: which embeddings learn, whether one dimension is enough, order and Gray codes.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        :func:`run_summary` of the codes group (indexed by scheme; ``final``: median over seeds of
+        the last relative validation loss).
+    table : pandas.DataFrame
+        :func:`code_table` (``step1``: held-out ratio to Lloyd after one step).
+    sensitivity : pandas.DataFrame
+        :func:`order_sensitivity` rows with a ``scheme`` column.
+    per_seed : pandas.DataFrame
+        The last relative validation loss per ``scheme`` and ``seed`` (columns ``scheme, seed, final``).
+    probe : dict, optional
+        ``{"final": ..., "step1": ...}`` of a longer-trained scalar-code layer (the probe). The
+        one-dimension claim is then judged on it, the longest-trained layer, and both are reported.
+
+    Returns
+    -------
+    dict
+        Claim id -> :class:`~kmtrf_core.book.claims.Finding` for ``codes_needed``,
+        ``one_dimension_learns``, ``code_order`` and ``gray_order``.
+
+    Examples
+    --------
+    >>> summary = pd.DataFrame({"final": [0.9, 0.95, 0.94, 0.97, 1.1]}, index=["oh", "bn", "gc", "sc", "na"])
+    >>> table = pd.DataFrame({"step1": [0.9, 0.95, 0.94, 0.97, 1.1]}, index=summary.index)
+    >>> sens = pd.DataFrame({"scheme": ["oh", "bn", "gc", "sc", "na"], "order_gap": [.2, .3, .3, .4, 1e-7]})
+    >>> seeds = pd.DataFrame({"scheme": ["bn", "bn", "gc", "gc"], "seed": [0, 1, 0, 1],
+    ...                       "final": [0.94, 0.96, 0.95, 0.97]})
+    >>> {key: f.verdict for key, f in codes_findings(summary, table, sens, seeds).items()}
+    {'codes_needed': 'reproduced', 'one_dimension_learns': 'reproduced', 'code_order': 'reproduced', 'gray_order': 'reproduced'}
+    """
+    final = summary["final"]
+    coded = [s for s in final.index if s != "na"]
+    learned = {s: final[s] for s in coded}
+    ok = int(sum(bool(final[s] < 1) for s in coded)) + int("na" not in final.index or final["na"] >= 1)
+    total = len(coded) + 1
+    needed = Finding(
+        f"below one Lloyd step: {_fmt({s: v for s, v in learned.items() if v < 1}) or 'none'}; "
+        f"not: {_fmt({s: v for s, v in learned.items() if v >= 1}) or 'none'}; "
+        f"NA {final.get('na', float('nan')):.3f}",
+        verdict(ok, total), check="every embedding with codes below one Lloyd step, NA not",
+        report=f"final relative validation loss: {_fmt(final.to_dict())} -> {verdict(ok, total)}")
+    sc = {"final": final.get("sc", math.nan), "step1": table["step1"].get("sc", math.nan)}
+    judged = sc if probe is None else probe
+    sc_checks = [bool(judged["final"] < 1), bool(judged["step1"] < 1)]
+    text = f"scalar codes (d + 1), until flat: final {sc['final']:.3f}, held-out step 1 {sc['step1']:.3f}"
+    if probe is not None:
+        text += f"; longer probe: final {probe['final']:.3f}, held-out step 1 {probe['step1']:.3f}"
+    one = Finding(text, verdict(sum(sc_checks), 2),
+                  check="the scalar-code layer below one Lloyd step on validation and on held-out tasks",
+                  report=f"scalar codes{'' if probe is None else ' (probe)'}: validation and held-out below 1: "
+                         f"{sc_checks}")
+    gaps = sensitivity.groupby("scheme").order_gap.median()
+    na_gap = gaps.get("na", 0.0)
+    floor = max(10 * na_gap, 0.01)
+    order_ok = int(sum(bool(gaps[s] > floor) for s in coded if s in gaps)) + int(bool(na_gap < 1e-3))
+    order = Finding(
+        f"relabelling the centers moves the step by {_fmt({s: gaps[s] for s in coded if s in gaps}, '{:.2f}')} "
+        f"Lloyd steps; NA {na_gap:.1e}",
+        verdict(order_ok, len([s for s in coded if s in gaps]) + 1),
+        check="every coded layer's step moves under relabelling (above 10x NA's and 0.01), NA's does not",
+        report=f"order gap (median over members, in Lloyd steps): {_fmt(gaps.to_dict(), '{:.3g}')}")
+    spans = per_seed[per_seed.scheme.isin(["bn", "gc"])].groupby("scheme").final.agg(["min", "max"])
+    overlap = bool(len(spans) == 2 and spans["min"].max() <= spans["max"].min())
+    gray = Finding(
+        f"final over seeds: BN {spans.loc['bn', 'min']:.3f}-{spans.loc['bn', 'max']:.3f}, "
+        f"Gray {spans.loc['gc', 'min']:.3f}-{spans.loc['gc', 'max']:.3f}" if len(spans) == 2 else "missing runs",
+        verdict(overlap), check="the seed ranges of BN and Gray-coded BN overlap",
+        report=f"BN and Gray-coded BN seed ranges overlap: {overlap}")
+    return {"codes_needed": needed, "one_dimension_learns": one, "code_order": order, "gray_order": gray}

@@ -1,0 +1,94 @@
+"""Chapter 20 (``book/20_algorithm.ipynb``): what algorithm does the learned step resemble? (Appendix A)
+
+The reference steps and the distance between two steps are the paper room's
+(:mod:`kmtrf_core.algorithms`, after Akyurek et al. 2023); the layers are the
+catalog's (group ``openq_codes``). This module holds:
+
+* :func:`algorithm_table`: each layer's step against every reference, per step and test family;
+* :func:`algorithm_finding`: the verdict of ``learned_algorithm``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from ..algorithms import compare_algorithms
+from ..model import check_model
+from ..tasks import sample_tasks  # noqa: F401  (the doctests use it)
+from .claims import Finding, verdict
+
+__all__ = ["algorithm_finding", "algorithm_table"]
+
+
+def algorithm_table(layers: dict, tests: dict, steps: int, *, betas, alphas, batch: int, seed: int = 0):
+    """Which known algorithm each layer's step is closest to, per step and per test family.
+
+    Runs :func:`~kmtrf_core.algorithms.compare_algorithms` for every member of
+    every layer on every test, following the layer's own trajectory.
+
+    Parameters
+    ----------
+    layers : dict
+        Label -> layer (single or ensemble).
+    tests : dict
+        Name -> ``(X, C)``.
+    steps : int
+        Steps ``T`` along the layer's trajectory.
+    betas, alphas : sequence of float
+        Grids of soft k-means' inverse temperature and of the relaxation.
+    batch : int
+        Mini-batch size.
+    seed : int
+        Seed of the mini-batches.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`~kmtrf_core.algorithms.compare_algorithms`' columns plus
+        ``model``, ``member`` and ``test``.
+
+    Examples
+    --------
+    >>> from kmtrf_core.model import ClusterTransformer
+    >>> X, C = sample_tasks(4, 20, 2, 3, generator=0, dtype=torch.float64)
+    >>> table = algorithm_table({"lloyd": ClusterTransformer.from_lloyd(2, 3)}, {"normal": (X, C)}, 2,
+    ...                         betas=[1, 10], alphas=[0.5, 1.0], batch=10)
+    >>> float(table.query("algorithm == 'lloyd'").distance.max()) < 1e-9
+    True
+    """
+    frames = []
+    for label, model in layers.items():
+        for member, layer in enumerate(check_model(model).members()):
+            for test, (X, C) in tests.items():
+                table = compare_algorithms(lambda Xs, Cs, layer=layer: layer(Xs, Cs), X, C, steps, betas=betas,
+                                           alphas=alphas, batch=batch,
+                                           generator=torch.Generator().manual_seed(seed))
+                table.insert(0, "test", test)
+                table.insert(0, "member", member)
+                table.insert(0, "model", label)
+                frames.append(table)
+    return pd.concat(frames, ignore_index=True)
+
+
+def algorithm_finding(table, step: int = 1, factor: float = 0.5) -> Finding:
+    """Chapter 20's verdict: does a fitted Lloyd variant explain the learned step better than Lloyd's step?
+
+    Per model and test at ``step`` (median over members), the best of soft k-means and relaxed Lloyd
+    must be closer than ``factor`` times the distance to Lloyd's step.
+
+    >>> table = pd.DataFrame({"model": "bn", "member": 0, "test": "normal", "step": 1,
+    ...     "algorithm": ["lloyd", "soft", "relaxed"], "parameter": [1.0, 30.0, 1.2],
+    ...     "distance": [0.6, 0.2, 0.5]})
+    >>> algorithm_finding(table).verdict
+    'reproduced'
+    """
+    at = table[table.step == step].groupby(["model", "test", "algorithm"]).distance.median().unstack("algorithm")
+    best = at[["soft", "relaxed"]].min(axis=1)
+    wins = best < factor * at["lloyd"]
+    ok = int(wins.sum())
+    text = "; ".join(f"{str(model).upper()} on {test}: best variant {b:.2f}, Lloyd {l:.2f}"
+                     for (model, test), b, l in zip(at.index, best, at["lloyd"]))
+    return Finding(text, verdict(ok, len(wins)),
+                   check=f"the best fitted variant closer than {factor:g} x Lloyd's step, every (model, family) pair",
+                   report=f"{ok} of {len(wins)} (model, family) pairs -> {verdict(ok, len(wins))}")

@@ -1,0 +1,38 @@
+"""Chapter 5's exactness measurements and verdict (kmtrf_core.book.ch05_construction)."""
+
+import pytest
+import torch
+
+from kmtrf_core import ClusterTransformer, lloyd, sample_tasks
+from kmtrf_core.book.ch05_construction import layerwise_lloyd_errors, relative_center_error
+
+
+def test_relative_center_error():
+    ref = torch.rand(3, 4, 2, dtype=torch.float64) + 0.5
+    assert relative_center_error(ref, ref).tolist() == [0.0, 0.0, 0.0]
+    shifted = ref.clone()
+    shifted[1, 2, 0] += 0.25
+    err = relative_center_error(shifted, ref)
+    assert err[1].item() == pytest.approx(0.25 / ref[1].abs().max().item())
+    assert err[0].item() == 0.0 and err[2].item() == 0.0
+    with pytest.raises(ValueError):
+        relative_center_error(ref, ref[:, :3])
+
+
+@pytest.mark.parametrize("scheme", ["oh", "bn", "sc"])
+def test_layerwise_errors_are_exact_and_end_at_the_model_output(scheme):
+    X, C = sample_tasks(6, 64, 3, 5, generator=7, dtype=torch.float64)
+    errors = layerwise_lloyd_errors(X, C, scheme, steps=4)
+    assert errors.shape == (4, 6)
+    assert bool((errors <= 1e-12).all())
+    model = ClusterTransformer.from_lloyd(3, 5, scheme)
+    with torch.no_grad():
+        last = relative_center_error(model(X, C, steps=4), lloyd(X, C, steps=4))
+    torch.testing.assert_close(errors[-1], last, rtol=0, atol=1e-15)
+
+
+def test_layerwise_errors_grow_at_finite_precision_only_outside_the_theorem():
+    # a tie: the point at 0.5 is equidistant from both centers, so the layer is not Lloyd
+    X = torch.tensor([[[0.0], [0.25], [0.5], [0.75], [1.0]]], dtype=torch.float64)
+    C = torch.tensor([[[0.25], [0.75]]], dtype=torch.float64)
+    assert layerwise_lloyd_errors(X, C, "bn", steps=1).item() > 0.1

@@ -1,0 +1,110 @@
+"""Chapter 11's readings and verdicts of Figures 7, 8/18 and 12 (kmtrf_core.book.ch11_generalization)."""
+
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kmtrf_core.book import get_profile
+from kmtrf_core.book.catalog import PAPER_SCHEMES
+from kmtrf_core.book.ch11_generalization import (
+    family_finding,
+    family_summary,
+    length_finding,
+    point_counts,
+    ratio_table,
+    scheme_layers,
+    shift_finding,
+)
+from kmtrf_core.objectives import OMEGAS
+from kmtrf_core.tasks import FAMILIES, SHIFTS
+
+
+def test_scheme_layers_picks_the_l2_layers():
+    models = {(s, o): f"{s}-{o}" for s in PAPER_SCHEMES for o in OMEGAS}
+    assert scheme_layers(models) == {"oh": "oh-l2", "bn": "bn-l2", "na": "na-l2"}
+    assert list(scheme_layers(models, schemes=("bn", "oh"), omega="ne")) == ["bn", "oh"]
+
+
+def test_ratio_table_first_and_last_step(step_table):
+    table = step_table({"oh": {"reembed": [[4, 2, 1], [4, 4, 3]]},
+                               "bn": {"reembed": [[4, 8, 8], [4, 8, 8]]}}, [4.0, 4.0, 4.0])
+    out = ratio_table(table)
+    assert list(out.columns) == ["ratio_step1", "ratio_step2"]
+    assert out.loc[("normal", "oh")].tolist() == [0.75, 0.5]
+    assert out.loc[("normal", "bn")].tolist() == [2.0, 2.0]
+    assert ratio_table(table, by=["model"]).index.tolist() == ["bn", "oh"]
+
+
+def _shift_final(oh, bn, na=1.0):
+    index = ["no shift", *SHIFTS]
+    return pd.DataFrame({"oh": oh, "bn": bn, "na": na}, index=index)
+
+
+def test_shift_finding_counts_shifts_but_expects_double_scale_to_lose():
+    assert "double scale" in SHIFTS
+    all_but_double = [0.5 if s != "double scale" else 1.5 for s in SHIFTS]
+    finding = shift_finding(_shift_final([0.9, *all_but_double], [0.9, *all_but_double]), 20)
+    assert finding.verdict == "reproduced"
+    assert finding.value.startswith("OH/BN beat Lloyd after 20 steps under 3 of 4 shifts")
+    assert finding.value.endswith("final ratios 0.50 to 1.50")
+    assert "Paper: 3 of 4 (all but double scale)" in finding.report
+    # BN loses one of the expected shifts: partly
+    bn = list(all_but_double)
+    bn[[s for s in SHIFTS].index("half scale")] = 1.2
+    assert shift_finding(_shift_final([0.9, *all_but_double], [0.9, *bn]), 20).verdict == "partly"
+    lost = shift_finding(_shift_final([2.0] * 5, [2.0] * 5), 20)
+    assert lost.verdict == "not reproduced" and "shifts. Paper" in lost.report
+
+
+def test_shift_finding_reports_unshifted_ratios_and_drift():
+    final = _shift_final([1.0, 1.5, 0.25, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0, 2.0], na=3.0)
+    lines = shift_finding(final, 6).report.splitlines()
+    assert lines[1] == ("Unshifted reference, ratio to Lloyd after T steps: "
+                        "OH:L2 1.00, BN:L2 2.00, NA:L2 3.00")
+    assert lines[2].endswith(": 0.75")
+
+
+def _matrix(values, families=FAMILIES):
+    return pd.DataFrame(values, index=list(families), columns=list(families))
+
+
+def test_family_summary_and_finding():
+    values = np.full((5, 5), 0.5)
+    values[:, 1] = 3.0  # cauchy-trained column
+    values[1, :] = 2.0  # cauchy test row
+    matrix = _matrix(values)
+    summary = family_summary({"oh": matrix, "bn": matrix * 0.5, "na": matrix * 9})
+    assert summary.index.tolist() == ["OH:L2", "BN:L2"]
+    oh = summary.loc["OH:L2"]
+    assert oh.cauchy_trained_median_ratio == 3.0
+    assert oh.other_trained_median_ratio == pytest.approx((0.5 * 16 + 2.0 * 4) / 20)
+    assert oh.cauchy_test_row_ratio == 2.0 and oh.block_4x4_cells_beating_lloyd == 16
+    finding = family_finding(summary, 20)
+    assert finding.verdict == "reproduced"
+    assert finding.value == ("32 of 32 OH/BN cells of the non-cauchy 4x4 block beat Lloyd after "
+                             "20 steps; cauchy-trained layers worse than the others: True")
+    lines = finding.report.splitlines()
+    assert lines[0].endswith("True -> reproduced")
+    assert lines[1].endswith("False -> not reproduced")  # BN's cauchy row is at 1.0
+    assert family_finding(summary.assign(block_4x4_cells_beating_lloyd=0), 20).verdict == (
+        "not reproduced")
+
+
+def test_point_counts():
+    sizes = get_profile("quick").chapter("section4")
+    assert point_counts(sizes, [0.5, 1, 2, 4]) == [16, 32, 64, 128]
+    assert point_counts(sizes, [0.01]) == [sizes.k]
+
+
+def test_length_finding():
+    final = pd.DataFrame({"oh": [0.5, 0.8, 0.9], "bn": [0.6, 0.7, 1.0], "na": 5.0},
+                         index=["n=8", "n=16", "n=32"])
+    finding = length_finding(final, [8, 16, 32], 16, 6)
+    assert finding.verdict == "partly"
+    assert finding.value == ("OH/BN beat Lloyd in 5 of 6 (n, embedding) cases, n = 8 to 32 for "
+                             "training n = 16")
+    assert "varies by a factor 2.00" in finding.report
+    assert length_finding(final[["oh", "bn"]] * 0.5, [8, 16, 32], 16, 6).verdict == "reproduced"
+    with pytest.raises(ValueError, match="points"):
+        length_finding(final, [8, 16], 16, 6)

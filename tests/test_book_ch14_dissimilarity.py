@@ -1,0 +1,119 @@
+"""Chapter 14's EMD readings and verdicts (kmtrf_core.book.ch14_dissimilarity)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from kmtrf_core import ClusterTransformer, evaluate_models
+from kmtrf_core.book import VERDICTS
+from kmtrf_core.book.ch14_dissimilarity import (
+    distance_quantiles,
+    emd_finding,
+    emd_transfer_finding,
+    family_emd,
+    transfer_correlation,
+)
+from kmtrf_core.dissimilarity import block_labels, distance_samples, emd_matrix
+from kmtrf_core.evaluate import family_matrix
+from kmtrf_core.tasks import FAMILIES, family_tasks
+from kmtrf_core.training import TrainConfig
+
+
+def test_family_emd_is_emd_matrix_of_the_families_tasks():
+    base = TrainConfig(d=3, k=4, n=12, scale=0.2)
+    result = family_emd(base, 3, seed=11)
+    tasks = family_tasks(3, 12, 3, 4, generator=11, scale=0.2)
+    samples = np.concatenate([distance_samples(X, C) for X, C in tasks.values()])
+    np.testing.assert_array_equal(result.samples, samples)
+    np.testing.assert_array_equal(result.D, emd_matrix(samples))
+    assert result.labels == block_labels(tasks) and len(result.labels) == 3 * len(FAMILIES)
+    assert result.D.shape == (15, 15) and result.seconds >= 0.0
+    np.testing.assert_allclose(result.D, result.D.T)
+    assert np.allclose(np.diag(result.D), 0.0)
+
+
+def test_emd_finding():
+    blocks = _matrix(np.full((5, 5), 0.2))
+    blocks.loc["cauchy", :] = blocks.loc[:, "cauchy"] = 0.5
+    blocks.loc["cauchy", "cauchy"] = 0.1
+    blocks.loc["cauchy", "lognormal"] = blocks.loc["lognormal", "cauchy"] = 0.4
+    finding = emd_finding(blocks, 16)
+    assert finding.verdict == "reproduced"
+    assert finding.value == ("mean EMD within cauchy 0.1, cauchy to others 0.475, among the others "
+                             "0.2 (16 tasks per family)")
+    assert "Closest family to cauchy: lognormal (the paper: laplace)." in finding.report
+    blocks.loc["cauchy", "cauchy"] = 0.9
+    assert emd_finding(blocks, 16).verdict == "not reproduced"
+
+
+def test_distance_quantiles():
+    rng = np.random.default_rng(0)
+    samples = rng.random((6, 10))
+    labels = ["normal", "normal", "cauchy", "cauchy", "gumbel", "gumbel"]
+    table = distance_quantiles(samples, labels, families=["normal", "cauchy", "gumbel"])
+    assert table.columns.tolist() == ["10%", "median", "90%"]
+    np.testing.assert_allclose(table.loc["cauchy"], np.quantile(samples[2:4], [0.1, 0.5, 0.9]))
+    quartile = distance_quantiles(samples, labels, quantiles=(0.25,), families=["gumbel"])
+    assert quartile.columns.tolist() == ["25%"]
+
+
+def _matrix(values, families=FAMILIES):
+    return pd.DataFrame(values, index=list(families), columns=list(families))
+
+
+def _family_table(matrices):
+    """A family_generalization-shaped table whose family matrices are ``matrices``."""
+    rows = []
+    for scheme, matrix in matrices.items():
+        for test in matrix.index:
+            for train in matrix.columns:
+                rows.append(dict(model=(train, scheme), member=0, test=test, mode="reembed",
+                                 step=3, ratio=matrix.loc[test, train], diverged=0.0))
+    return pd.DataFrame(rows)
+
+
+def test_transfer_correlation_finds_a_monotone_penalty():
+    rng = np.random.default_rng(3)
+    emd = rng.random((5, 5))
+    blocks = _matrix(emd)  # distinct values: no ties in the ranks
+    diagonal = rng.random(5) + 0.5
+    # M[b, a] = M[b, b] * exp(EMD(a, b)) for a != b: the penalty is the EMD itself
+    exponent = blocks.to_numpy().T * (1 - np.eye(5))
+    aligned = _matrix(diagonal[:, None] * np.exp(exponent))
+    reversed_ = _matrix(diagonal[:, None] * np.exp(-exponent))
+    table = _family_table({"oh": aligned, "bn": reversed_})
+    assert family_matrix(table, "oh").to_numpy() == pytest.approx(aligned.to_numpy())
+    corr = transfer_correlation(blocks, table, schemes=("oh", "bn"))
+    assert corr.index.tolist() == ["OH:L2", "BN:L2"]
+    assert corr.pairs.tolist() == [20, 20]
+    assert corr.spearman_rho.tolist() == pytest.approx([1.0, -1.0])
+    finding = emd_transfer_finding(corr)
+    assert finding.verdict == "partly"
+    assert finding.value == ("Spearman rho -1.00 to 1.00 over 20 family pairs; significant at 5% "
+                             "for 1 of 2 embeddings")
+
+
+def test_transfer_correlation_on_evaluated_layers():
+    families = ("normal", "cauchy", "gumbel")
+    tests = family_tasks(2, 16, 2, 3, families=families, generator=1)
+    generator = torch.Generator().manual_seed(0)
+    models = {(f, "bn"): ClusterTransformer(2, 3, "bn", generator=generator) for f in families}
+    table = evaluate_models(models, tests, steps=2)
+    blocks = _matrix(np.arange(9.0).reshape(3, 3), families)
+    corr = transfer_correlation(blocks, table, schemes=("bn",), families=families)
+    matrix = family_matrix(table, "bn")
+    emd = [blocks.loc[a, b] for a in families for b in families if a != b]
+    penalty = [np.log(matrix.loc[b, a] / matrix.loc[b, b]) for a in families for b in families
+               if a != b]
+    assert corr.loc["BN:L2", "spearman_rho"] == pytest.approx(spearmanr(emd, penalty)[0])
+
+
+def test_transfer_finding_needs_significance():
+    corr = pd.DataFrame({"spearman_rho": [0.3, 0.4], "p_value": [0.2, 0.3], "pairs": 20},
+                        index=["OH:L2", "BN:L2"])
+    finding = emd_transfer_finding(corr)
+    assert finding.verdict == "not reproduced"
+    assert "positive for 2 of 2 embeddings, significant at 5% for 0" in finding.report
+    assert finding.verdict in VERDICTS

@@ -1,0 +1,96 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from kmtrf_core.book import get_profile
+from kmtrf_core.book.catalog import DATASET_SIZES, MIXED_FAMILIES, book_catalog
+from kmtrf_core.book.ch15_real_data import (
+    DATASETS,
+    RECIPES,
+    findings,
+    load_dataset,
+    realdata_findings,
+    recipe_of,
+    summary_table,
+)
+from kmtrf_core.estimator import learned_config
+from kmtrf_core.training import TrainConfig
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_the_catalog_knows_each_data_set_s_shape(name):
+    data = load_dataset(name)
+    assert (data.d, data.k) == DATASET_SIZES[name]  # the catalog declares them without loading scikit-learn
+    assert data.X.min() == 0.0 and data.X.max() == 1.0 and len(data.y) == len(data.X)
+
+
+def test_load_dataset_refuses_an_unknown_name():
+    with pytest.raises(ValueError, match="dataset"):
+        load_dataset("mnist")
+
+
+def test_every_recipe_is_recognised_and_others_refused():
+    for name, fields in RECIPES.items():
+        assert recipe_of(TrainConfig(**fields)) == name
+    with pytest.raises(ValueError, match="no recipe"):
+        recipe_of(TrainConfig(family="cauchy"))
+    assert RECIPES["families"]["family"] == MIXED_FAMILIES
+
+
+@pytest.mark.parametrize("profile", ["quick", "book", "paper"])
+def test_the_chapter_trains_every_recipe_per_data_set(profile):
+    catalog = book_catalog(profile)
+    for name in [key[len("realdata_"):] for key in catalog.groups if key.startswith("realdata_") and key != "realdata_probe"]:
+        recipes = sorted(recipe_of(config) for config in catalog[f"realdata_{name}"].configs())
+        assert recipes == sorted(RECIPES), name
+
+
+@pytest.mark.parametrize("name", get_profile("book").chapter("realdata").datasets)
+def test_the_estimator_s_learned_layer_is_the_book_s_plain_layer(name):
+    """``TransformerKMeans(layer="learned")`` trains the run chapter 15 shows (plain recipe, book profile):
+    equal configs share the run cache, so the estimator loads the chapter's layer and not a look-alike."""
+    d, k = DATASET_SIZES[name]
+    group = book_catalog("book")[f"realdata_{name}"]
+    plain = [config for config in group.configs() if recipe_of(config) == "plain"]
+    assert plain == [learned_config(d, k)]
+
+
+def _summary(plain_first, plain_last, broad_last):
+    rows = []
+    for i, (first, last, broad) in enumerate(zip(plain_first, plain_last, broad_last)):
+        rows += [(f"set{i}", "plain", first, last), (f"set{i}", "families", 1.5, broad), (f"set{i}", "Lloyd", 1.0, 1.0)]
+    frame = pd.DataFrame(rows, columns=["dataset", "method", "ratio_step1", "ratio_step5"])
+    return frame.set_index(["dataset", "method"])
+
+
+def test_findings_count_data_sets_where_the_layer_is_ahead():
+    out = findings(_summary([0.9, 1.1, 0.8], [1.2, 0.95, 1.0], [1.1, 1.0, 0.9]), steps=5)
+    assert out["datasets"] == 3
+    assert out["plain_first"] == 2 and out["plain_last"] == 1  # a ratio of exactly 1 is not ahead
+    assert out["broad_better"] == 2
+    assert out["best"] == {"set0": "families", "set1": "plain", "set2": "families"}
+
+
+def test_realdata_findings_verdicts_follow_the_counts():
+    ahead = _summary([0.9, 0.8], [0.9, 0.9], [1.1, 1.1])
+    behind = _summary([1.1, 1.2], [1.1, 1.3], [1.2, 1.4])
+    finals = pd.DataFrame({"dataset": ["set0", "set0", "set1"], "lloyd_matches_kmeans": [True, False, True]})
+    out = realdata_findings(ahead, behind, finals, steps=5, starts=4)
+    assert out["estimator_equals_kmeans"].verdict == "partly"  # set0 differs from one start
+    assert out["realdata_first_step"].verdict == "partly"  # ahead from k-means++, behind from random
+    assert out["recipe_transfers"].verdict == "not reproduced"
+    assert "random starts" in out["realdata_first_step"].value and out["realdata_many_steps"].report
+    out = realdata_findings(ahead, ahead, finals.iloc[[0, 2]], steps=5, starts=4)
+    assert {claim: f.verdict for claim, f in out.items()} == {
+        "estimator_equals_kmeans": "reproduced", "realdata_first_step": "reproduced",
+        "realdata_many_steps": "reproduced", "recipe_transfers": "not reproduced"}
+
+
+def test_summary_table_is_the_median_over_starts():
+    paths = pd.DataFrame({"dataset": "a", "method": "plain", "start": [0, 1, 2], "step": 1,
+                          "ratio": [0.5, 0.9, 2.0], "inertia": [1.0, 1.0, 1.0]})
+    finals = pd.DataFrame({"dataset": "a", "method": "plain", "start": [0, 1, 2], "ari": [0.1, 0.2, 0.3],
+                           "nmi": [0.1, 0.2, 0.3], "inertia": [1.0, 1.0, 1.0], "clusters": [3, 3, 3], "seconds": [1.0, 1.0, 1.0]})
+    from kmtrf_core.book.ch15_real_data import Comparison
+    table = summary_table([Comparison(paths, finals)])
+    assert np.isclose(table.loc[("a", "plain"), "ratio_step1"], 0.9)
