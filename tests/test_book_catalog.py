@@ -1,4 +1,5 @@
-"""The book's catalog of training runs (kmtrf_core.book.catalog), and that chapters train nothing outside it."""
+"""The book's catalog of training runs (kmtrf_core.book.catalog, kmtrf_core.book.groups), and that chapters
+train nothing outside it."""
 
 import ast
 import json
@@ -9,16 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kmtrf_core.book.catalog import (
-    PAPER_SCHEMES,
-    SIX_CURVES,
-    Run,
-    RunGroup,
-    Runs,
-    book_catalog,
-    main,
-    run_summary,
-)
+from kmtrf_core.book.catalog import book_catalog, main
+from kmtrf_core.book.groups import PAPER_SCHEMES, SIX_CURVES, Run, RunGroup, Runs, run_summary
 from kmtrf_core.book.profiles import PROFILES, get_profile
 from kmtrf_core.embeddings import SCHEMES
 from kmtrf_core.training import TrainConfig, TrainingDiverged, checkpoints, sweep

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from kmtrf_core import TrainConfig
-from kmtrf_core.book.catalog import SIX_CURVES, RunGroup
+from kmtrf_core.book.groups import SIX_CURVES, RunGroup
 from kmtrf_core.book.ch09_training import Ablation, ablation, figure2_claims
 from kmtrf_core.book.plotting import (
     SCHEME_COLORS,

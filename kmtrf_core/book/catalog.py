@@ -8,26 +8,25 @@ catalog for a named group of runs::
     runs.models, runs.history           # every model, and one tidy history
     catalog["figure2a"].run(tau=0.1, scheme="oh", omega="l2")   # one of them
 
-A :class:`RunGroup` is a base :class:`~kmtrf_core.training.TrainConfig` and a
-grid of fields over it; each config of the grid is one run in the run cache
-(keyed by config and code), so groups that share a config share its run. A
-run is read from the cache once per process: :meth:`RunGroup.runs` and
-:meth:`RunGroup.run` share what they loaded, weights, history and snapshots
-together. ``make models`` (``python -m kmtrf_core.book.catalog``) trains
-every missing run in parallel on Dask
-(:func:`~kmtrf_core.training.executor.train_many`); a chapter opened alone
-trains what it is missing on demand, so each chapter still runs by itself.
+A :class:`~kmtrf_core.book.groups.RunGroup` (module :mod:`~kmtrf_core.book.groups`)
+is a base config and a grid of fields over it; groups that share a config share
+its run, and a run is read from the cache once per process. ``make models``
+(``python -m kmtrf_core.book.catalog``) trains every missing run in parallel
+on Dask (:func:`~kmtrf_core.training.executor.train_many`); a chapter opened
+alone trains what it is missing on demand, so each chapter still runs by itself.
 
-Budgets come from convergence. Every group a claim or a verdict rests on
-trains with ``until_flat`` (:mod:`kmtrf_core.training.convergence`): it stops
-once its validation curve has flattened, from the profile's ``min_steps`` on,
-and at most at ``steps``. At the ``book`` profile ``min_steps`` is 2500: at
-lr 0.01 the relative validation loss sits on a plateau near 1.6-1.8 and
-leaves it between step 1000 and 2400 in every configuration measured at
-these sizes (chapter 9, "The plateau"), and a plateau looks flat. Groups
-marked ``early`` have a short fixed budget on purpose (the Appendix F
-ablations of chapter 9: what the first steps look like); no verdict rests on
-them. The ``paper`` profile trains the paper's fixed 10000 steps.
+Budgets come from the stop rule (:mod:`kmtrf_core.training.convergence`).
+Every group a claim or a verdict rests on trains with ``until_flat``: a run
+stops only once its layer beats one Lloyd step on its validation tasks and its
+best validation value has stopped improving for the profile's ``patience``
+(2000 steps at the ``book`` profile, longer than the plateaus of chapter 9:
+at lr 0.01 the relative validation loss sits near 1.6-1.8 for one to four
+thousand steps), never before ``min_steps``; a run that never gets there
+trains to its cap, ``steps``. Every run's report says which
+(:meth:`~kmtrf_core.book.groups.RunGroup.report`, column ``stopped``). Groups marked ``early`` have a
+short fixed budget on purpose (the Appendix F ablations of chapter 9: what
+the first steps look like); no verdict rests on them. The ``paper`` profile
+trains the paper's fixed 10000 steps.
 """
 
 from __future__ import annotations
@@ -36,30 +35,19 @@ import argparse
 import dataclasses
 import functools
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from ..objectives import OMEGAS
 from ..tasks import FAMILIES
-from ..training import TrainConfig, TrainingDiverged, cache_dir, train_cached
-from ..training.convergence import FLAT_RULE, FLAT_TOLERANCE, flattening
+from ..training import TrainConfig, cache_dir
 from ..training.executor import train_many
-from ..training.runs import cached_path, grid_configs, tidy_history
-from ..validation import check_choice, check_table
+from ..training.runs import cached_path
+from .groups import PAPER_SCHEMES, SIX_CURVES, RunGroup, Runs
 from .profiles import PROFILES, Profile, get_profile
 
-__all__ = ["DATASET_SIZES", "MIXED_FAMILIES", "PAPER_SCHEMES", "SIX_CURVES", "Catalog", "Run", "RunGroup",
-           "Runs", "book_catalog", "main", "run_summary"]
-
-PAPER_SCHEMES = ("oh", "bn", "na")
-"""The paper's three token embeddings, in its order (:data:`~kmtrf_core.embeddings.SCHEMES` adds the book's own)."""
-
-SIX_CURVES = {"scheme": list(PAPER_SCHEMES), "omega": ["ne", "l2"]}
-"""The paper's six curves per panel: token embedding times regularized min (Figure 2)."""
+__all__ = ["DATASET_SIZES", "MIXED_FAMILIES", "Catalog", "book_catalog", "main"]
 
 MIXED_FAMILIES = ("normal", "gumbel", "laplace", "lognormal")
 """The four task families that transfer to one another (chapter 11); cauchy is left out (chapter 13)."""
@@ -67,198 +55,6 @@ MIXED_FAMILIES = ("normal", "gumbel", "laplace", "lognormal")
 DATASET_SIZES = {"iris": (4, 3), "wine": (13, 3), "breast_cancer": (30, 2), "digits": (64, 10)}
 """``(d, k)`` of each real data set of chapter 15 (features, classes), so that building the catalog loads
 no data (a test checks them against :func:`~kmtrf_core.book.ch15_real_data.load_dataset`)."""
-
-
-class Run(NamedTuple):
-    """One run of a group: its config, its trained layer and its history (:meth:`RunGroup.run`).
-
-    The history keeps the weight snapshots of a config with ``snapshots``
-    (``history.attrs["snapshots"]``). A run that diverged has ``model=None``
-    and ``diverged`` set to the :class:`~kmtrf_core.training.TrainingDiverged` it raised.
-
-    >>> run = Run(TrainConfig(d=2, k=3, n=16), None, pd.DataFrame())
-    >>> run.config.d, run.model is None, run.diverged is None
-    (2, True, True)
-    """
-
-    config: TrainConfig
-    model: object
-    history: pd.DataFrame
-    diverged: object = None
-
-
-_LOADED: dict = {}
-"""Cache file -> :class:`Run`: each run is read from the run cache once per process."""
-
-
-def _load(config: TrainConfig) -> Run:
-    """The run of ``config``: from this process's memory, else the run cache (trained there if missing)."""
-    path = str(cached_path(config))
-    if path not in _LOADED:
-        try:
-            model, history = train_cached(config)
-            _LOADED[path] = Run(config, model, history)
-        except TrainingDiverged as err:
-            _LOADED[path] = Run(config, None, err.history, err)
-    return _LOADED[path]
-
-
-class Runs(Mapping):
-    """The runs of a :class:`RunGroup`: grid values (a tuple in the grid's order) -> :class:`Run`.
-
-    Attributes
-    ----------
-    group : RunGroup
-    models : dict
-        Grid values -> model (``None`` for a run that diverged).
-    history : pandas.DataFrame
-        Every run's history in one table, with a column per grid field, the
-        main config fields and ``diverged``
-        (:func:`~kmtrf_core.training.runs.tidy_history`).
-
-    Examples
-    --------
-    >>> config = TrainConfig(d=2, k=3, n=16, scheme="oh")
-    >>> runs = Runs(RunGroup("demo", config, {"scheme": ["oh"]}, "9", "a test"),
-    ...             {("oh",): Run(config, None, pd.DataFrame({"step": [0]}))})
-    >>> list(runs), runs.models, runs.history.scheme.tolist()
-    ([('oh',)], {('oh',): None}, ['oh'])
-    """
-
-    def __init__(self, group: "RunGroup", runs: dict):
-        self.group = group
-        self._runs = dict(runs)
-        self.models = {key: run.model for key, run in self._runs.items()}
-        self.history = pd.concat(
-            [tidy_history(run.config, run.history, group.grid, diverged=run.diverged is not None)
-             for run in self._runs.values()], ignore_index=True)
-
-    def __getitem__(self, key) -> Run:
-        return self._runs[key]
-
-    def __iter__(self):
-        return iter(self._runs)
-
-    def __len__(self) -> int:
-        return len(self._runs)
-
-    def __repr__(self) -> str:
-        return f"Runs({self.group.name!r}, {len(self)} runs)"
-
-
-@dataclass(frozen=True)
-class RunGroup:
-    """A named set of runs: ``base`` with every combination of ``grid`` (one sweep).
-
-    Attributes
-    ----------
-    name : str
-        How chapters ask for it.
-    base : TrainConfig
-        The fields the runs share.
-    grid : dict
-        Field -> list of values; the runs are their product, in this order.
-    chapter : str
-        The chapter that uses it (others may share its runs).
-    about : str
-        One line: what the runs are for.
-    early : bool
-        A short fixed budget on purpose (no verdict rests on it).
-    probe : bool
-        A fixed budget longer than the verdict groups' (the check that a
-        negative verdict is not an artifact of the budget).
-
-    Examples
-    --------
-    >>> group = RunGroup("demo", TrainConfig(d=2, k=3, n=16), {"scheme": ["oh", "bn"]}, "9", "a test")
-    >>> [config.scheme for config in group.configs()], group.field
-    (['oh', 'bn'], 'scheme')
-    """
-
-    name: str
-    base: TrainConfig
-    grid: dict = field(repr=False)
-    chapter: str
-    about: str
-    early: bool = False
-    probe: bool = False
-
-    def configs(self) -> list:
-        """The runs' configs, in the grid's order."""
-        return list(grid_configs(self.base, self.grid).values())
-
-    @property
-    def field(self) -> str:
-        """The first grid field that is not a curve of :data:`SIX_CURVES` (the swept one)."""
-        return next((name for name in self.grid if name not in SIX_CURVES), next(iter(self.grid)))
-
-    def runs(self, *, on_diverge: str = "raise", progress: bool = False) -> Runs:
-        """Every run of the group, keyed by its grid values, each read from the run cache once per process.
-
-        Missing runs are trained here, one after the other (``make models``
-        trains them in parallel beforehand).
-
-        Parameters
-        ----------
-        on_diverge : {"raise", "record"}
-            A run that diverged raises its
-            :class:`~kmtrf_core.training.TrainingDiverged`, or is kept with
-            ``model=None`` and its history up to the divergence.
-        progress : bool
-            A progress bar over the runs.
-        """
-        check_choice(on_diverge, "on_diverge", ("raise", "record"))
-        configs = grid_configs(self.base, self.grid)
-        runs = {}
-        for values, config in tqdm(list(configs.items()), disable=not progress, desc=self.name):
-            run = _load(config)
-            if run.diverged is not None and on_diverge == "raise":
-                raise run.diverged
-            runs[values] = run
-        return Runs(self, runs)
-
-    def run(self, **values) -> Run:
-        """The one run of the group with these grid values, read once per process (with its snapshots, if kept).
-
-        >>> import os, tempfile
-        >>> from unittest import mock
-        >>> base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1, snapshots=True)
-        >>> group = RunGroup("demo", base, {"scheme": ["oh", "bn"]}, "9", "a test")
-        >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
-        ...     run = group.run(scheme="bn")
-        ...     same = group.runs()[("bn",)]
-        >>> run.config.scheme, len(run.history.attrs["snapshots"]), run is same
-        ('bn', 3, True)
-        """
-        unknown = sorted(set(values) - set(self.grid))
-        if unknown:
-            raise ValueError(f"group {self.name!r} varies {sorted(self.grid)}, not {unknown}")
-        matches = [config for config in self.configs()
-                   if all(getattr(config, name) == value for name, value in values.items())]
-        if len(matches) != 1:
-            raise ValueError(f"{values} picks {len(matches)} runs of group {self.name!r}, not one")
-        run = _load(matches[0])
-        if run.diverged is not None:
-            raise run.diverged
-        return run
-
-    def report(self, history) -> pd.DataFrame:
-        """Per run: steps trained, final relative validation loss, whether it flattened, where it beat Lloyd.
-
-        Judged by the rule of :mod:`~kmtrf_core.training.convergence` with
-        the group's tolerance and ``min_steps`` (an ``early`` group reports
-        ``flattened`` as well, and it will mostly say False).
-        """
-        tol = self.base.until_flat or FLAT_TOLERANCE
-        return flattening(history, by=list(self.grid), tol=tol, min_steps=self.base.min_steps)
-
-    @property
-    def rule(self) -> str:
-        """The stopping rule of the group, in words."""
-        if self.early or self.base.until_flat is None:
-            return f"a fixed budget of {self.base.steps} steps" + (" (early training)" if self.early else "")
-        return (FLAT_RULE.format(tol=self.base.until_flat).replace("min_steps", f"step {self.base.min_steps}")
-                + f"; at most {self.base.steps} steps")
 
 
 @dataclass
@@ -456,38 +252,6 @@ def _catalog(name: str) -> Catalog:
     groups += _realdata_groups(profile.chapter("realdata"))
     groups += _openq_groups(profile.chapter("training"), profile.chapter("section4"), profile.chapter("openq"))
     return Catalog(profile=profile, groups={group.name: group for group in groups})
-
-
-def run_summary(group: RunGroup, history) -> pd.DataFrame:
-    """Per run of a group: :meth:`RunGroup.report` plus training time and time per step.
-
-    Parameters
-    ----------
-    group : RunGroup
-        The catalog group.
-    history : pandas.DataFrame
-        Its runs' history (``group.runs().history``).
-
-    Returns
-    -------
-    pandas.DataFrame
-        The report's columns and ``seconds`` (wall time of the run, all seeds
-        together) and ``ms_per_step``.
-
-    Examples
-    --------
-    >>> group = RunGroup("demo", TrainConfig(d=2, k=3, n=16), {"scheme": ["bn"]}, "16", "a test")
-    >>> history = pd.DataFrame({"scheme": "bn", "seed": 0, "step": [0, 100, 200], "train_loss": [float("nan"), 2, 1],
-    ...                         "val_relative_loss": [1.5, 1.2, 1.1], "wall_time": [0.0, 1.0, 2.0]})
-    >>> run_summary(group, history)[["steps", "seconds", "ms_per_step"]].to_dict("records")
-    [{'steps': 200, 'seconds': 2.0, 'ms_per_step': 10.0}]
-    """
-    history = check_table(history, "history", ["step", "wall_time", *group.grid])
-    report = group.report(history)
-    timing = history.groupby(list(group.grid)).agg(seconds=("wall_time", "max"), last=("step", "max"))
-    report["seconds"] = timing.seconds.reindex(report.index).to_numpy()
-    report["ms_per_step"] = 1000 * report.seconds / timing["last"].reindex(report.index).clip(lower=1).to_numpy()
-    return report
 
 
 def main(argv=None) -> int:

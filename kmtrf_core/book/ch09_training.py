@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ..training import TrainConfig, convergence_summary  # noqa: F401  (TrainConfig: the doctests)
-from .catalog import SIX_CURVES, RunGroup
 from .claims import Finding, claims_table, verdict
+from .groups import SIX_CURVES, RunGroup
 from .plotting import six_curve_figure
 from .timing import Stopwatch, timed
 
@@ -246,19 +246,23 @@ def learned_step_finding(summary: pd.DataFrame, report: pd.DataFrame, tau: float
     --------
     >>> index = pd.MultiIndex.from_tuples([(0.1, "oh", "l2"), (0.1, "bn", "l2")], names=["tau", "scheme", "omega"])
     >>> summary = pd.DataFrame({"final_val_relative": [0.92, 1.03]}, index=index)
-    >>> report = pd.DataFrame({"steps": [3100, 5000]}, index=index)
+    >>> report = pd.DataFrame({"steps": [3100, 5000], "stopped": ["beat Lloyd, flat", "cap"]}, index=index)
     >>> finding = learned_step_finding(summary, report, 0.1)
-    >>> finding.verdict, finding.value
-    ('partly', 'relative validation loss of layers trained until flat (3100 / 5000 steps), L2, tau = 0.1: OH 0.92, BN 1.03 (1 = one Lloyd step)')
+    >>> finding.verdict, finding.budget
+    ('partly', 'OH 3100 steps (beat Lloyd, flat), BN 5000 steps (cap)')
+    >>> finding.value
+    'relative validation loss, L2, tau = 0.1: OH 0.92, BN 1.03 (1 = one Lloyd step)'
     """
     final = summary["final_val_relative"]
     oh, bn = final[(tau, "oh", "l2")], final[(tau, "bn", "l2")]
-    trained = {s: int(report.loc[(tau, s, "l2"), "steps"]) for s in ("oh", "bn")}
-    return Finding(f"relative validation loss of layers trained until flat ({trained['oh']} / {trained['bn']} "
-                   f"steps), L2, tau = {tau}: OH {oh:.2f}, BN {bn:.2f} (1 = one Lloyd step)",
+    budget = ", ".join(f"{s.upper()} {int(report.loc[(tau, s, 'l2'), 'steps'])} steps"
+                       + (f" ({report.loc[(tau, s, 'l2'), 'stopped']})" if "stopped" in report else "")
+                       for s in ("oh", "bn"))
+    return Finding(f"relative validation loss, L2, tau = {tau}: OH {oh:.2f}, BN {bn:.2f} (1 = one Lloyd step)",
                    verdict(int(oh < 1) + int(bn < 1), 2),
                    check="relative validation loss below 1 (one Lloyd step) for OH and for BN",
-                   budget=f"trained until flat: OH {trained['oh']}, BN {trained['bn']} steps")
+                   report=f"trained: {budget} -> {verdict(int(oh < 1) + int(bn < 1), 2)}",
+                   budget=budget)
 
 
 def convergence_finding(summary: pd.DataFrame, d: int) -> Finding:

@@ -18,6 +18,7 @@ import torch
 __all__ = [
     "SCHEME_COLORS",
     "animation_html",
+    "budget_caption",
     "group_caption",
     "heatmap",
     "l2_label",
@@ -245,15 +246,25 @@ def training_caption(sizes) -> str:
     --------
     >>> from kmtrf_core.book.profiles import get_profile
     >>> training_caption(get_profile("quick").chapter("section4"))
-    'n=32, d=4, k=4, tau=0.1, trained until flat (from step 30, at most 40), seeds [0, 1]'
+    'n=32, d=4, k=4, tau=0.1, trained until below Lloyd and flat for 20 steps (from step 30; cap 40), seeds [0, 1]'
     >>> training_caption(get_profile("paper").chapter("section4")).split(", ")[4]
     '10000 training steps'
     """
+    return f"n={sizes.n}, d={sizes.d}, k={sizes.k}, tau={sizes.tau}, {budget_caption(sizes)}, seeds {sizes.seeds}"
+
+
+def budget_caption(sizes) -> str:
+    """The training budget in a few words, from a profile's sizes or a :class:`~kmtrf_core.training.TrainConfig`.
+
+    >>> from kmtrf_core.training import TrainConfig
+    >>> budget_caption(TrainConfig(steps=5000, until_flat=0.02, min_steps=2500, patience=2000))
+    'trained until below Lloyd and flat for 2000 steps (from step 2500; cap 5000)'
+    >>> budget_caption(TrainConfig(steps=10000))
+    '10000 training steps'
+    """
     if sizes.until_flat is None:
-        budget = f"{sizes.steps} training steps"
-    else:
-        budget = f"trained until flat (from step {sizes.min_steps}, at most {sizes.steps})"
-    return f"n={sizes.n}, d={sizes.d}, k={sizes.k}, tau={sizes.tau}, {budget}, seeds {sizes.seeds}"
+        return f"{sizes.steps} training steps"
+    return f"trained until below Lloyd and flat for {sizes.patience} steps (from step {sizes.min_steps}; cap {sizes.steps})"
 
 
 def group_caption(profile, group, extra: str = "") -> str:

@@ -159,6 +159,7 @@ class TrainingSizes(Sizes):
     steps: int
     min_steps: int
     until_flat: float | None
+    patience: int
     seeds: list
     val_tasks: int
     val_every: int
@@ -194,6 +195,7 @@ class Section4Sizes(Sizes):
     steps: int
     min_steps: int
     until_flat: float | None
+    patience: int
     seeds: list
     lr: float
     tau: float
@@ -230,6 +232,7 @@ class RealDataSizes(Sizes):
     steps: int
     min_steps: int
     until_flat: float | None
+    patience: int
     seeds: list
     lr: float
     tau: float
@@ -253,6 +256,7 @@ class LandscapeSizes(Sizes):
     steps: int
     min_steps: int
     until_flat: float | None
+    patience: int
     seeds: list
     lr: float
     tau: float
@@ -354,25 +358,26 @@ PROFILES: dict[str, dict[str, Sizes]] = {
             emp_tasks=4, pairs=12,
         ),
         "training": TrainingSizes(
-            n=48, k=6, batch=8, steps=60, min_steps=40, until_flat=0.02, seeds=[0, 1], val_tasks=32, val_every=10,
-            window=5, fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
+            n=48, k=6, batch=8, steps=60, min_steps=40, until_flat=0.02, patience=20, seeds=[0, 1], val_tasks=32,
+            val_every=10, window=5, fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
             plateau={"d": [8], "lr": [0.03]}, ablation_steps=20, fig10_taus=[1.0, 0.1], fig11_lrs=[0.01, 0.1],
             fig13_ns=[32, 64], fig14_ds=[4, 8], fig15_ks=[6, 10], fig15_cases=[[4, 0.1]], fig17_ns=[32, 64],
             fig17_dk=[8, 8], bench_steps=10,
         ),
         "section4": Section4Sizes(
-            d=4, k=4, n=32, batch=8, steps=40, min_steps=30, until_flat=0.02, seeds=[0, 1], lr=0.01, tau=0.1,
-            val_tasks=16, val_every=10, impl="direct",
+            d=4, k=4, n=32, batch=8, steps=40, min_steps=30, until_flat=0.02, patience=20, seeds=[0, 1], lr=0.01,
+            tau=0.1, val_tasks=16, val_every=10, impl="direct",
         ),
         "multistep": MultistepSizes(tasks=16, T=6),
         "generalization": GeneralizationSizes(tasks=16, T=6, length_factors=[0.5, 1, 2, 4], length_tasks=8),
         "realdata": RealDataSizes(
-            datasets=["iris", "wine"], n=16, batch=8, steps=40, min_steps=30, until_flat=0.02, seeds=[0], lr=0.01,
-            tau=0.1, val_tasks=16, val_every=10, impl="direct", starts=3, T=4, shift_tasks=8, probe_steps=60,
+            datasets=["iris", "wine"], n=16, batch=8, steps=40, min_steps=30, until_flat=0.02, patience=20,
+            seeds=[0], lr=0.01, tau=0.1, val_tasks=16, val_every=10, impl="direct", starts=3, T=4, shift_tasks=8,
+            probe_steps=60,
         ),
         "landscape": LandscapeSizes(
-            k=4, ds=[2, 8], n=32, batch=8, steps=40, min_steps=30, until_flat=0.02, seeds=[0], lr=0.01, tau=0.1,
-            val_tasks=16, val_every=10, impl="direct", tasks=16, grid=9, span=1.0,
+            k=4, ds=[2, 8], n=32, batch=8, steps=40, min_steps=30, until_flat=0.02, patience=20, seeds=[0], lr=0.01,
+            tau=0.1, val_tasks=16, val_every=10, impl="direct", tasks=16, grid=9, span=1.0,
         ),
         "cauchy": CauchySizes(
             omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=16, grid=9, span=1.0, gap_scheme="bn",
@@ -412,27 +417,27 @@ PROFILES: dict[str, dict[str, Sizes]] = {
             emp_d_grid=[2, 4, 8, 16, 32], emp_tasks=8, pairs=48,
         ),
         "training": TrainingSizes(
-            n=64, k=6, batch=32, steps=5000, min_steps=2500, until_flat=0.02, seeds=[0, 1, 2], val_tasks=128,
-            val_every=100, window=25, fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
-            plateau={"d": [8], "k": [10], "n": [32], "tau": [0.3], "lr": [0.03], "gamma": [4.0]},
+            n=64, k=6, batch=32, steps=5000, min_steps=2500, until_flat=0.02, patience=2000, seeds=[0, 1, 2],
+            val_tasks=128, val_every=100, window=25, fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25,
+            fig2b_ds=[4, 16], plateau={"d": [8], "k": [10], "n": [32], "tau": [0.3], "lr": [0.03], "gamma": [4.0]},
             ablation_steps=150, fig10_taus=[1.0, 0.1], fig11_lrs=[0.001, 0.01, 0.1], fig13_ns=[64, 96],
             fig14_ds=[4, 16], fig15_ks=[6, 16], fig15_cases=[[4, 0.1]], fig17_ns=[96, 192], fig17_dk=[16, 16],
             bench_steps=20,
         ),
         "section4": Section4Sizes(
-            d=8, k=10, n=64, batch=32, steps=5000, min_steps=2500, until_flat=0.02, seeds=[0, 1, 2], lr=0.01,
-            tau=0.1, val_tasks=128, val_every=100, impl="direct",
+            d=8, k=10, n=64, batch=32, steps=5000, min_steps=2500, until_flat=0.02, patience=2000, seeds=[0, 1, 2],
+            lr=0.01, tau=0.1, val_tasks=128, val_every=100, impl="direct",
         ),
         "multistep": MultistepSizes(tasks=64, T=20),
         "generalization": GeneralizationSizes(tasks=64, T=20, length_factors=[0.25, 0.5, 1, 2, 4], length_tasks=16),
         "realdata": RealDataSizes(
             datasets=["iris", "wine", "breast_cancer", "digits"], n=64, batch=32, steps=5000, min_steps=2500,
-            until_flat=0.02, seeds=[0], lr=0.01, tau=0.1, val_tasks=128, val_every=100, impl="direct", starts=10,
-            T=10, shift_tasks=64, probe_steps=10000,
+            until_flat=0.02, patience=2000, seeds=[0], lr=0.01, tau=0.1, val_tasks=128, val_every=100,
+            impl="direct", starts=10, T=10, shift_tasks=64, probe_steps=10000,
         ),
         "landscape": LandscapeSizes(
-            k=6, ds=[4, 32], n=64, batch=32, steps=5000, min_steps=2500, until_flat=0.02, seeds=[0], lr=0.01,
-            tau=0.1, val_tasks=128, val_every=100, impl="direct", tasks=32, grid=21, span=1.0,
+            k=6, ds=[4, 32], n=64, batch=32, steps=5000, min_steps=2500, until_flat=0.02, patience=2000, seeds=[0],
+            lr=0.01, tau=0.1, val_tasks=128, val_every=100, impl="direct", tasks=32, grid=21, span=1.0,
         ),
         "cauchy": CauchySizes(
             omegas=["l2"], schemes=["oh", "bn", "na"], tasks=64, grid=21, span=1.0, gap_scheme="bn",
@@ -472,18 +477,17 @@ PROFILES: dict[str, dict[str, Sizes]] = {
             emp_d_grid=[2, 4, 8, 16, 32, 64], emp_tasks=32, pairs=256,
         ),
         "training": TrainingSizes(
-            n=512, k=6, batch=32, steps=10000, min_steps=10000, until_flat=None,
+            n=512, k=6, batch=32, steps=10000, min_steps=10000, until_flat=None, patience=2000,
             seeds=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], val_tasks=320, val_every=100, window=100, fig2a_d=4,
             fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
-            plateau={"d": [8, 16, 32], "k": [10, 16], "n": [128, 256], "tau": [0.3, 1.0], "lr": [0.003, 0.03],
-                     "gamma": [4.0]},
+            plateau={"d": [8, 16, 32], "k": [10, 16], "n": [128, 256], "tau": [0.3, 1.0], "lr": [0.003, 0.03], "gamma": [4.0]},
             ablation_steps=10000, fig10_taus=[1.0, 0.25, 0.14, 0.1], fig11_lrs=[0.001, 0.01, 0.1, 1.0],
             fig13_ns=[128, 256, 512, 1024], fig14_ds=[4, 8, 16, 32], fig15_ks=[6, 10, 16, 25],
             fig15_cases=[[4, 1.0], [4, 0.1], [32, 1.0], [32, 0.1]], fig17_ns=[256, 512, 1024], fig17_dk=[16, 16],
             bench_steps=100,
         ),
         "section4": Section4Sizes(
-            d=32, k=10, n=512, batch=32, steps=10000, min_steps=10000, until_flat=None,
+            d=32, k=10, n=512, batch=32, steps=10000, min_steps=10000, until_flat=None, patience=2000,
             seeds=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], lr=0.01, tau=0.1, val_tasks=320, val_every=100, impl="sdpa",
         ),
         "multistep": MultistepSizes(tasks=256, T=20),
@@ -492,12 +496,12 @@ PROFILES: dict[str, dict[str, Sizes]] = {
         ),
         "realdata": RealDataSizes(
             datasets=["iris", "wine", "breast_cancer", "digits"], n=512, batch=32, steps=10000, min_steps=10000,
-            until_flat=None, seeds=[0], lr=0.01, tau=0.1, val_tasks=320, val_every=100, impl="sdpa", starts=20,
-            T=20, shift_tasks=256, probe_steps=20000,
+            until_flat=None, patience=2000, seeds=[0], lr=0.01, tau=0.1, val_tasks=320, val_every=100, impl="sdpa",
+            starts=20, T=20, shift_tasks=256, probe_steps=20000,
         ),
         "landscape": LandscapeSizes(
-            k=6, ds=[4, 32], n=512, batch=32, steps=10000, min_steps=10000, until_flat=None, seeds=[0], lr=0.01,
-            tau=0.1, val_tasks=320, val_every=100, impl="sdpa", tasks=64, grid=41, span=1.0,
+            k=6, ds=[4, 32], n=512, batch=32, steps=10000, min_steps=10000, until_flat=None, patience=2000,
+            seeds=[0], lr=0.01, tau=0.1, val_tasks=320, val_every=100, impl="sdpa", tasks=64, grid=41, span=1.0,
         ),
         "cauchy": CauchySizes(
             omegas=["l2", "ne"], schemes=["oh", "bn", "na"], tasks=256, grid=41, span=1.0, gap_scheme="bn",

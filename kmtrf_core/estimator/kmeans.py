@@ -40,6 +40,7 @@ from ..device import resolve_device
 from ..model import ClusterTransformer, check_model
 from ..validation import check_finite_result
 from ..training import TrainConfig, train_cached
+from ..training.convergence import validation_curve
 from ..training.checkpoints import load_checkpoint, load_weights
 from ..training.config import layer_for
 
@@ -54,7 +55,7 @@ LAYERS = ("lloyd", "learned")
 # run cache, so for the book's data sets the estimator loads the layer chapter 15 shows; a test
 # (tests/test_book_ch15_real_data.py) keeps the two equal.
 _LEARNED = dict(n=64, scheme="bn", omega="l2", tau=0.1, gamma=1.0, lr=0.01, batch=32, seeds=(0,), steps=5000,
-                min_steps=2500, until_flat=0.02, val_tasks=128, val_every=100, impl="direct")
+                min_steps=2500, until_flat=0.02, patience=2000, val_tasks=128, val_every=100, impl="direct")
 
 
 def learned_config(d: int, k: int, **overrides):
@@ -62,8 +63,8 @@ def learned_config(d: int, k: int, **overrides):
 
     BN codes, the sparsemax-smoothed loss (L2, ``tau = 0.1``), ``gamma = 1``,
     lr 0.01 on normal mixtures of ``n = 64`` points (Appendix D), one seed,
-    trained until the validation curve is flat (at least 2500 and at most
-    5000 steps), with the direct attention kernel; this is chapter 15's
+    trained by the stop rule (beat Lloyd on the validation tasks and flat for
+    2000 steps, from step 2500, cap 5000), with the direct attention kernel; this is chapter 15's
     ``plain`` layer at the book profile. ``overrides`` replace any field (for
     example a broader task distribution: ``family=("normal", "gumbel")``,
     ``anisotropic=True``).
@@ -189,7 +190,9 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
           ``verbose``; later fits load it. With ``pad_to=d'``, the data are
           zero-padded to ``d'`` columns and the layer is trained at
           ``(d', k)`` instead, so one layer serves every ``d <= d'``
-          (Appendix A).
+          (Appendix A). A layer that did not beat one Lloyd step on its own
+          validation tasks raises a ``RuntimeWarning`` naming its relative
+          validation loss.
         * a :class:`~kmtrf_core.model.ClusterTransformer` (a single layer) of
           the data's ``d`` (or ``pad_to``) and ``k``;
         * a path to a checkpoint written by :func:`~kmtrf_core.training.train`
@@ -301,8 +304,14 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             config = learned_config(width, self.n_clusters, **(self.training or {}))
             if len(config.seeds) != 1:
                 raise ValueError(f"training must train one layer (one seed), got seeds={config.seeds}")
-            model, _ = train_cached(config, progress=self.verbose)
+            model, history = train_cached(config, progress=self.verbose)
             model = model.requires_grad_(False)
+            final = float(validation_curve(history).iloc[-1])
+            if not final < 1.0:
+                warnings.warn(f"the learned layer for d={width}, k={self.n_clusters} did not beat one Lloyd step on "
+                              f"its own validation tasks (relative validation loss {final:.3f} >= 1 after "
+                              f"{int(history.step.max())} steps); layer='lloyd' is the safer step", RuntimeWarning,
+                              stacklevel=3)
         elif isinstance(layer, ClusterTransformer):
             model = check_model(layer, "layer", single=True)
         else:

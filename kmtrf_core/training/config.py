@@ -18,6 +18,7 @@ from ..model import ClusterTransformer
 from ..objectives import OMEGAS
 from ..tasks import FAMILIES, check_families
 from ..validation import check_choice, check_clusters, check_int, check_number
+from .convergence import PATIENCE
 
 __all__ = ["TrainConfig", "TrainingDiverged", "HISTORY_COLUMNS", "UNROLL_LOSSES", "check_config", "layer_for"]
 
@@ -110,11 +111,18 @@ class TrainConfig:
     impl : {"sdpa", "direct"}
         Attention kernel (``"sdpa"``: fused, no ``n x n`` matrix kept).
     until_flat : float or None
-        Stop once the validation curve has flattened to this relative
-        tolerance (:mod:`kmtrf_core.training.convergence`); ``steps`` is then
-        the most it trains. ``None``: exactly ``steps`` steps (the paper).
+        Train under the stop rule of :mod:`kmtrf_core.training.convergence`
+        with this relative tolerance: stop once the layer beats Lloyd on its
+        validation tasks and its best value has improved by less than this
+        over the last ``patience`` steps; ``steps`` is the cap, where a run
+        that never satisfies the rule ends. ``None``: exactly ``steps`` steps
+        (the paper).
     min_steps : int
-        No flatness stop before this step (a plateau is flat too).
+        No stop by the rule before this step.
+    patience : int
+        The rule's window in steps (default
+        :data:`~kmtrf_core.training.convergence.PATIENCE`, longer than the
+        plateaus measured at lr 0.01); a multiple of ``val_every``.
     snapshots : bool
         Keep the weights at every validation step (``history.attrs["snapshots"]``).
     ffn : int
@@ -178,7 +186,8 @@ class TrainConfig:
     impl: str = _option("sdpa", "attention kernel", choices=IMPLS)
     until_flat: float | None = _option(
         None, "stop once the validation curve is flat to this relative tolerance (steps: the maximum)", kind=float)
-    min_steps: int = _option(0, "no flatness stop before this step")
+    min_steps: int = _option(0, "no stop by the rule before this step")
+    patience: int = _option(PATIENCE, "steps without improvement of the best validation value before the rule stops")
     snapshots: bool = _option(False, "keep the weights at every validation step")
     ffn: int = _option(0, "hidden width of a feedforward block (0: none, the paper's layer)")
     unroll: int = _option(1, "layers per training task, re-embedded (1: the paper's single-step training)")
@@ -216,6 +225,7 @@ class TrainConfig:
         self.seeds = seeds
         check_int(self.val_seed, field_name("val_seed"), minimum=0)
         check_int(self.min_steps, field_name("min_steps"), minimum=0)
+        check_int(self.patience, field_name("patience"))
         if self.until_flat is not None:
             check_number(self.until_flat, field_name("until_flat"))
         self.impl = check_choice(self.impl, field_name("impl"), IMPLS)
@@ -243,6 +253,21 @@ class TrainConfig:
         300
         """
         return min(self.min_steps, self.steps) if self.until_flat is not None and self.min_steps > 0 else self.steps
+
+    @property
+    def earliest_stop(self) -> int:
+        """The first step at which the stop rule may end the run: ``min_steps``, and for an annealed run
+        (``gamma_end`` or ``tau_end``) at least its schedule plus the patience, so the layer trains at its
+        final values before it can stop.
+
+        >>> TrainConfig(steps=5000, until_flat=0.02, min_steps=2500, patience=2000).earliest_stop
+        2500
+        >>> TrainConfig(steps=5000, until_flat=0.02, min_steps=2500, patience=2000, gamma_end=8.0).earliest_stop
+        4500
+        """
+        if self.gamma_end is None and self.tau_end is None:
+            return self.min_steps
+        return max(self.min_steps, self.anneal_steps + self.patience)
 
     def schedule(self, step: int) -> tuple:
         """``(gamma, tau)`` in force at optimization step ``step`` (1-based; 0 gives the start values).

@@ -14,9 +14,10 @@ fixed held-out tasks of ``L(X, F(X, C)) / L(X, Lloyd(X, C))``), plus the wall
 time. A non-finite loss, centers or gradient stops the run with
 :class:`~kmtrf_core.training.config.TrainingDiverged`. With
 ``config.until_flat`` the run stops at the first validation step (from
-``config.min_steps`` on) where its validation curve has flattened
-(:mod:`kmtrf_core.training.convergence`); ``config.steps`` is then the most it
-trains.
+``config.earliest_stop`` on) where its validation curve beats Lloyd and has
+been flat for ``config.patience`` steps (the stop rule of
+:mod:`kmtrf_core.training.convergence`); a run that never gets there trains
+to its cap, ``config.steps``.
 
 Checkpoints hold the weights, the config, the history, the optimizer state,
 the task generators' states and any snapshots, written atomically; resuming
@@ -47,7 +48,7 @@ from ..tasks import sample_tasks
 from ..validation import check_int
 from .checkpoints import atomic_save, load_checkpoint, load_weights, remove_stale_temporaries, weights_of
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, layer_for
-from .convergence import is_flat
+from .convergence import should_stop
 
 __all__ = ["train", "validation_tasks"]
 
@@ -212,7 +213,8 @@ def train(
         if config.until_flat is None:
             return False
         steps = sorted(curve)
-        return is_flat(steps, [curve[st] for st in steps], config.until_flat, config.min_steps)
+        return should_stop(steps, [curve[st] for st in steps], config.until_flat, config.patience,
+                           config.earliest_stop)
 
     t0 = time.perf_counter() - elapsed
     if start_step == 0:
