@@ -87,12 +87,13 @@ def test_transfer_correlation_finds_a_monotone_penalty():
     assert family_matrix(table, "oh").to_numpy() == pytest.approx(aligned.to_numpy())
     corr = transfer_correlation(blocks, table, schemes=("oh", "bn"))
     assert corr.index.tolist() == ["OH:L2", "BN:L2"]
-    assert corr.pairs.tolist() == [20, 20]
+    assert corr.pairs.tolist() == [10, 10]  # the unordered pairs of 5 families
     assert corr.spearman_rho.tolist() == pytest.approx([1.0, -1.0])
+    assert corr.p_value.tolist() == pytest.approx([1 / 120, 1.0])  # exact Mantel test: 5! relabellings
     finding = emd_transfer_finding(corr)
     assert finding.verdict == "partly"
-    assert finding.value == ("Spearman rho -1.00 to 1.00 over 20 family pairs; significant at 5% "
-                             "for 1 of 2 embeddings")
+    assert finding.value == ("Spearman rho -1.00 to 1.00 over 10 unordered family pairs (Mantel test); "
+                             "significant at 5% for 1 of 2 embeddings")
 
 
 def test_transfer_correlation_on_evaluated_layers():
@@ -104,10 +105,12 @@ def test_transfer_correlation_on_evaluated_layers():
     blocks = _matrix(np.arange(9.0).reshape(3, 3), families)
     corr = transfer_correlation(blocks, table, schemes=("bn",), families=families)
     matrix = family_matrix(table, "bn")
-    emd = [blocks.loc[a, b] for a in families for b in families if a != b]
-    penalty = [np.log(matrix.loc[b, a] / matrix.loc[b, b]) for a in families for b in families
-               if a != b]
+    pairs = [(a, b) for i, a in enumerate(families) for b in families[i + 1:]]
+    emd = [(blocks.loc[a, b] + blocks.loc[b, a]) / 2 for a, b in pairs]
+    penalty = [(np.log(matrix.loc[b, a] / matrix.loc[b, b]) + np.log(matrix.loc[a, b] / matrix.loc[a, a])) / 2
+               for a, b in pairs]
     assert corr.loc["BN:L2", "spearman_rho"] == pytest.approx(spearmanr(emd, penalty)[0])
+    assert int(corr.loc["BN:L2", "pairs"]) == 3 and 0 < corr.loc["BN:L2", "p_value"] <= 1
 
 
 def test_transfer_finding_needs_significance():

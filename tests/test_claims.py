@@ -3,6 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ast
@@ -26,14 +27,57 @@ def test_verdict_rejects_bad_counts(ok, total):
 
 def test_record_returns_the_claim_and_validates(monkeypatch):
     monkeypatch.setenv("KMTRF_PROFILE", "quick")
-    out = record("cauchy_gap", Finding(" factor 12 ", "reproduced", check="gap above 10x"))
-    assert out == {"claim": CLAIMS["cauchy_gap"].text, "source": CLAIMS["cauchy_gap"].source,
-                   "value": "factor 12", "verdict": "reproduced", "check": "gap above 10x", "profile": "quick"}
-    assert repr(out) == f"reproduced: factor 12 ({CLAIMS['cauchy_gap'].source}, profile quick)"
+    out = record("construction_exact", Finding(" max error 3e-16 ", "reproduced", check="error below 1e-12"))
+    claim = CLAIMS["construction_exact"]
+    assert out == {"claim": claim.text, "source": claim.source, "value": "max error 3e-16", "verdict": "reproduced",
+                   "check": "error below 1e-12", "rests_on": "no trained layer", "profile": "quick"}
+    assert repr(out) == f"reproduced: max error 3e-16 ({claim.source}, profile quick)"
     with pytest.raises(ValueError, match="claim_id"):
         record("no_such_claim", Finding("x", "reproduced"))
     with pytest.raises(ValueError, match="finding"):
         record("cauchy_gap", "x")  # the old (value, verdict) form is gone
+
+
+class _FakeRuns:
+    def __init__(self, counts):
+        self.counts = counts
+
+    def rests_on(self):
+        return self.counts
+
+
+def test_a_claim_about_trained_layers_needs_its_runs(monkeypatch):
+    monkeypatch.setenv("KMTRF_PROFILE", "quick")
+    assert CLAIMS["cauchy_gap"].trained and not CLAIMS["construction_exact"].trained
+    with pytest.raises(ValueError, match="rests on trained layers"):
+        record("cauchy_gap", Finding("factor 12", "reproduced"))
+    runs = [_FakeRuns({"flat below Lloyd": 2}), _FakeRuns({"cap 5000, above Lloyd": 1, "flat below Lloyd": 1})]
+    out = record("cauchy_gap", Finding("factor 12", "reproduced"), runs=runs)
+    assert out["rests_on"] == "3 flat below Lloyd; 1 cap 5000, above Lloyd"
+    assert repr(out).endswith("runs: 3 flat below Lloyd; 1 cap 5000, above Lloyd)")
+    with pytest.raises(ValueError, match="no run"):
+        record("cauchy_gap", Finding("factor 12", "reproduced"), runs=[_FakeRuns({})])
+    with pytest.raises(ValueError, match="catalog Runs"):
+        record("cauchy_gap", Finding("factor 12", "reproduced"), runs=["figure2a"])
+
+
+def test_runs_rest_on_how_they_ended():
+    import pandas as pd
+
+    from kmtrf_core.book.groups import Run, RunGroup, Runs
+    from kmtrf_core.training import TrainConfig
+
+    base = TrainConfig(d=2, k=3, n=16, steps=300, until_flat=0.02, patience=100, val_every=100)
+    group = RunGroup("demo", base, {"scheme": ["oh", "bn"]}, "9", "a test")
+    flat = pd.DataFrame({"step": [0, 100, 200], "seed": 0, "val_relative_loss": [0.9, 0.9, 0.9]})
+    capped = pd.DataFrame({"step": [0, 100, 200, 300], "seed": 0, "val_relative_loss": [1.7, 1.6, 1.5, 1.4]})
+    runs = Runs(group, {("oh",): Run(TrainConfig(**{**base.to_dict(), "scheme": "oh", "seeds": (0,)}), None, flat),
+                        ("bn",): Run(TrainConfig(**{**base.to_dict(), "seeds": (0,)}), None, capped)})
+    assert runs.rests_on() == {"flat below Lloyd": 1, "cap 300, above Lloyd": 1}
+    assert runs.where(scheme="bn").rests_on() == {"cap 300, above Lloyd": 1}
+    assert runs.stops() == "demo: 2 runs; stopped: beat Lloyd, flat 1, cap 1 (300 steps; none below Lloyd at the end)"
+    with pytest.raises(ValueError, match="varies"):
+        runs.where(omega="l2")
 
 
 def test_a_finding_validates_and_prints_its_report():
@@ -50,19 +94,21 @@ def test_a_finding_validates_and_prints_its_report():
         finding.verdict = "reproduced"
 
 
-def test_better_below_and_versus_findings():
-    better = better_finding({"lloyd": 1.0, "oh": 0.9, "bn": 1.1}, "lloyd", "loss")
-    assert better.verdict == "partly" and "oh" in better.value
-    assert better_finding({"lloyd": 1.0, "oh": 1.2}, "lloyd", "accuracy", lower=False).verdict == "reproduced"
-    assert below_finding({"a": 0.5, "b": 0.99}, "ratio").verdict == "reproduced"
-    assert below_finding({"a": 1.0}, "ratio").verdict == "not reproduced"  # not strictly below
-    assert below_finding({"a": 1.5}, "ratio", threshold=2.0).verdict == "reproduced"
-    import pandas as pd
-
-    index = pd.MultiIndex.from_product([["plain", "ffn"], ["normal", "gumbel"]], names=["model", "test"])
-    ratios = pd.DataFrame({"step1": [0.9, 1.0, 0.8, 0.9]}, index=index)
-    versus = versus_finding(ratios, "ffn", "plain", "step1")
-    assert versus.verdict == "reproduced" and "normal 0.800 vs 0.900" in versus.value
+def test_better_below_and_versus_findings_decide_on_intervals():
+    rng = np.random.default_rng(0)
+    tasks = 1 + 0.1 * rng.standard_normal((3, 256))
+    better = better_finding({"lloyd": tasks, "oh": tasks - 0.05, "bn": tasks + 0.05}, "lloyd", "loss")
+    assert better.verdict == "partly" and "oh" in better.value and "95% CI" in better.value
+    assert better_finding({"base": tasks, "same": tasks + 0.001}, "base", "loss").verdict == "not reproduced"
+    assert below_finding({"a": tasks - 0.5, "b": tasks - 0.2}, "ratio").verdict == "reproduced"
+    assert below_finding({"a": tasks + 0.2}, "ratio").verdict == "not reproduced"
+    assert below_finding({"a": tasks}, "ratio").verdict == "inconclusive"  # 1.0 +- 0.01: inside the noise
+    assert below_finding({"a": tasks + 0.5}, "ratio", threshold=2.0).verdict == "reproduced"
+    samples = {("plain", "normal"): tasks, ("ffn", "normal"): tasks - 0.1,
+               ("plain", "gumbel"): tasks + 0.1, ("ffn", "gumbel"): tasks}
+    versus = versus_finding(samples, "ffn", "plain")
+    assert versus.verdict == "reproduced" and "normal" in versus.value and versus.uncertainty
+    assert "inconclusive" in VERDICTS
 
 
 def _record_calls(chapter: str):
@@ -72,14 +118,17 @@ def _record_calls(chapter: str):
 
 
 def test_every_chapter_records_a_finding_computed_in_code():
-    """``record(claim_id, finding)``: two arguments, the claim a literal, the finding not a literal string."""
+    """``record(claim_id, finding[, runs=...])``: the claim a literal, the finding not a literal string, and the
+    catalog runs exactly for the claims about trained layers."""
     for chapter in {c.chapter for c in CLAIMS.values()}:
         calls = _record_calls(chapter)
         assert calls, chapter
         for call in calls:
-            assert len(call.args) == 2 and not call.keywords, (chapter, ast.unparse(call))
+            assert len(call.args) == 2, (chapter, ast.unparse(call))
             assert isinstance(call.args[0], ast.Constant) and call.args[0].value in CLAIMS, ast.unparse(call)
             assert not isinstance(call.args[1], (ast.Constant, ast.JoinedStr)), (chapter, ast.unparse(call))
+            keywords = [keyword.arg for keyword in call.keywords]
+            assert keywords == (["runs"] if CLAIMS[call.args[0].value].trained else []), (chapter, ast.unparse(call))
 
 
 def test_every_claim_names_an_existing_chapter():
@@ -113,4 +162,4 @@ def test_claims_page_is_in_sync_with_the_registry():
 
 
 def test_verdicts_are_the_three_words():
-    assert VERDICTS == ("reproduced", "partly", "not reproduced")
+    assert VERDICTS == ("reproduced", "partly", "not reproduced", "inconclusive")

@@ -22,17 +22,24 @@ PAGE = Path(__file__).resolve().parent.parent / "book" / "claims.md"
 HEADER = """# Claims ledger
 
 Every claim of {cite}`park2026leaner` that this book checks: where the paper makes it, what we
-measured, the profile we measured it at, and our verdict. The last three columns are not typed
-in. Each is pasted from the chapter that measures it (through `kmtrf_core.book.claims.record`, which
+measured, the runs it rests on, the profile we measured it at, and our verdict. The last four columns
+are not typed in. Each is pasted from the chapter that measures it (through `kmtrf_core.book.claims.record`, which
 uses myst-nb's `glue`), so the page shows what the build that produced it computed. A claim is
 *reproduced* when every check of it holds at that profile, *partly* when some do, and *not
-reproduced* when none does.
+reproduced* when none does. Where a check compares two models, or a model with one Lloyd step, it
+is decided on a 95% bootstrap interval over held-out tasks and seeds, with the margin it states: a
+check holds only when the whole interval is on its side, fails only when the whole interval is on
+the other, and is *inconclusive* otherwise (a claim whose checks are all failed or inconclusive, some
+of them inconclusive, is *inconclusive*). The chapters are moving to this rule one comparison at a
+time; the value of a check that uses it shows its interval.
 
-Claims about learned layers are the ones most sensitive to scale. At the `book` profile every
-layer a verdict rests on trains until its validation curve has flattened (never stopping before
-step 2500, past the plateau of chapter 9), on fewer points, dimensions and seeds than the paper
-and on a CPU; the paper trains 10000 steps on a GPU. Each chapter prints, per run, how long it
-trained and whether it flattened; the `paper` profile reruns it at the paper's sizes.
+Claims about learned layers are the ones most sensitive to scale. At the `book` profile a layer
+stops training only once it beats one Lloyd step on its validation tasks and its best validation
+value has stopped improving for 2000 steps (longer than the plateaus of chapter 9); a layer that never
+gets there trains to the cap, 5000 steps. The "Rests on" column counts the runs behind each verdict
+by how they ended: flat below Lloyd, at the cap (and on which side of Lloyd), or a longer probe. The
+runs are smaller than the paper's (fewer points, dimensions and seeds, on a CPU); the paper trains
+10000 steps on a GPU, and the `paper` profile reruns them at the paper's sizes.
 
 Rows whose Paper column says *ours* are not the paper's: they are claims this book makes and
 tests itself (chapter 15, and Part III, where "ours (Appendix A)" marks an answer to one of the
@@ -40,8 +47,8 @@ questions the paper's Appendix A leaves open), kept in the same ledger so that t
 the same way. For them, *reproduced* means that the statement held in our measurement, every time we
 checked it, and *not reproduced* that it never did.
 
-| Claim | Paper | Chapter | Measured | Profile | Verdict |
-|---|---|---|---|---|---|
+| Claim | Paper | Chapter | Measured | Rests on | Profile | Verdict |
+|---|---|---|---|---|---|---|
 """
 
 
@@ -52,7 +59,8 @@ def render() -> str:
         nb = f"{claim.chapter}.ipynb"
         rows.append(
             f"| {claim.text} | {claim.source} | {{doc}}`{claim.chapter}` "
-            f"| {{glue:text}}`{nb}::{key}_value:s` | {{glue:text}}`{nb}::{key}_profile:s` "
+            f"| {{glue:text}}`{nb}::{key}_value:s` | {{glue:text}}`{nb}::{key}_rests:s` "
+            f"| {{glue:text}}`{nb}::{key}_profile:s` "
             f"| **{{glue:text}}`{nb}::{key}_verdict:s`** |"
         )
     return HEADER + "\n".join(rows) + "\n"

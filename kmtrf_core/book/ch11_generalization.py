@@ -19,8 +19,8 @@ import pandas as pd
 
 from ..evaluate import evaluate_models, final_ratios
 from ..tasks import FAMILIES, SHIFTS, family_tasks
-from .catalog import PAPER_SCHEMES
 from .claims import Finding, verdict
+from .groups import PAPER_SCHEMES
 from .plotting import l2_label
 
 __all__ = ["family_finding", "family_generalization", "family_summary", "length_finding", "point_counts",
@@ -143,7 +143,10 @@ def ratio_table(table, by=("test", "model")) -> pd.DataFrame:
 
 
 def shift_finding(final, steps: int, shifts=SHIFTS) -> Finding:
-    """Figure 7: do OH and BN beat Lloyd under each shift but the doubled scale? (chapter 11)
+    """Figure 7: do OH and BN beat Lloyd after ``steps`` steps under every shift? (chapter 11)
+
+    The paper (Section 4) reads all four panels as wins by ``T = 20``: the doubled scale only after
+    starting behind Lloyd, so every shift is checked at the last step.
 
     Parameters
     ----------
@@ -167,16 +170,14 @@ def shift_finding(final, steps: int, shifts=SHIFTS) -> Finding:
     ...                      index=["no shift", "half scale", "double scale"])
     >>> finding = shift_finding(final, 20, shifts=["half scale", "double scale"])
     >>> finding.verdict, finding.value
-    ('reproduced', 'OH/BN beat Lloyd after 20 steps under 1 of 2 shifts; final ratios 0.70 to 1.20')
+    ('partly', 'OH/BN beat Lloyd after 20 steps under 1 of 2 shifts; final ratios 0.70 to 1.20')
     >>> print(finding.report.splitlines()[0])
-    OH and BN beat Lloyd after 20 steps under 1 of 2 shifts (half scale). Paper: 1 of 2 (all but
-    double scale) -> reproduced
+    OH and BN beat Lloyd after 20 steps under 1 of 2 shifts (half scale). Paper: all 2 by T = 20 (double scale only eventually) -> partly
     """
     shifts = list(shifts)
     wins = {name: bool((final.loc[name, _OH_BN] < 1).all()) for name in shifts}
     won = [name for name, ok in wins.items() if ok]
-    expected = [name for name in shifts if name != "double scale"]
-    outcome = verdict(sum(wins[name] for name in expected), len(expected))
+    outcome = verdict(len(won), len(shifts))
     shifted = final.loc[shifts, _OH_BN]
     value = (f"OH/BN beat Lloyd after {steps} steps under {len(won)} of {len(shifts)} shifts; "
              f"final ratios {shifted.min().min():.2f} to {shifted.max().max():.2f}")
@@ -185,12 +186,12 @@ def shift_finding(final, steps: int, shifts=SHIFTS) -> Finding:
     lines = [
         f"OH and BN beat Lloyd after {steps} steps under {len(won)} of {len(shifts)} shifts"
         + (f" ({', '.join(won)})" if won else "")
-        + f". Paper: {len(expected)} of {len(shifts)} (all but double scale) -> {outcome}",
+        + f". Paper: all {len(shifts)} by T = 20 (double scale only eventually) -> {outcome}",
         "Unshifted reference, ratio to Lloyd after T steps: "
         + ", ".join(f"{l2_label(scheme)} {unshifted[scheme]:.2f}" for scheme in PAPER_SCHEMES),
         f"Largest change of a final ratio under a shift, relative to no shift: {drift:.2f}",
     ]
-    return Finding(value, outcome, check="OH and BN below Lloyd (ratio < 1) under every shift but double scale",
+    return Finding(value, outcome, check=f"OH and BN below Lloyd (ratio < 1) after {steps} steps under every shift",
                    report="\n".join(lines))
 
 

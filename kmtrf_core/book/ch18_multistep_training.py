@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import torch
 
 from ..evaluate import center_trajectory
@@ -76,19 +75,20 @@ def schedule_trajectories(model, X: torch.Tensor, C: torch.Tensor, steps: int, s
     return out
 
 
-def multistep_training_findings(ratios: pd.DataFrame, inference: pd.DataFrame, labels, unroll: int,
-                                steps: int) -> dict:
-    """The three verdicts of chapter 18, from the layers' ratios to Lloyd on held-out tasks.
+def multistep_training_findings(samples: dict, inference: dict, labels, unroll: int, steps: int) -> dict:
+    """The three verdicts of chapter 18, from the layers' per-task ratios to Lloyd on held-out tasks.
+
+    Each is :func:`~kmtrf_core.book.claims.better_finding`: a variant beats the
+    baseline only when the 95% interval of the difference is below the margin.
 
     Parameters
     ----------
-    ratios : pandas.DataFrame
-        :func:`~kmtrf_core.book.heldout.ratio_at` of the layers, indexed by
-        label, with columns ``step1`` and ``step<unroll>``.
-    inference : pandas.DataFrame
-        :func:`~kmtrf_core.book.heldout.ratio_at` of the one-step layer under
-        each inference schedule (:func:`schedule_trajectories`), the fixed
-        temperature first, with column ``step<steps>``.
+    samples : dict
+        Label -> per-task ratios ``(T + 1, S, B)`` of each layer
+        (:func:`~kmtrf_core.book.heldout.task_ratios`).
+    inference : dict
+        The same for the one-step layer under each inference schedule
+        (:func:`schedule_trajectories`), the fixed temperature first.
     labels : sequence of str
         The layers' labels in order: the one-step layer, the two unrolled
         ones, then the annealed ones.
@@ -100,22 +100,24 @@ def multistep_training_findings(ratios: pd.DataFrame, inference: pd.DataFrame, l
     Returns
     -------
     dict
-        Claim id -> :class:`~kmtrf_core.book.claims.Finding` (:func:`~kmtrf_core.book.claims.better_finding`).
+        Claim id -> :class:`~kmtrf_core.book.claims.Finding`.
 
     Examples
     --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> tasks = 1 + 0.1 * rng.standard_normal((11, 2, 64))
     >>> labels = ["one-step", "unrolled, last", "unrolled, sum", "gamma 1->8", "tau 0.1->0.01"]
-    >>> ratios = pd.DataFrame({"step1": [0.9, 1.0, 1.0, 0.95, 0.85], "step3": [0.95, 0.9, 1.1, 1.0, 1.0]},
-    ...                       index=labels)
-    >>> inference = pd.DataFrame({"step10": [0.99, 1.2]}, index=["gamma 1->1", "gamma 1->8"])
-    >>> out = multistep_training_findings(ratios, inference, labels, 3, 10)
+    >>> samples = dict(zip(labels, [tasks, tasks - 0.1, tasks + 0.1, tasks - 0.1, tasks - 0.1]))
+    >>> inference = {"gamma 1->1": tasks, "gamma 1->8": tasks + 0.2}
+    >>> out = multistep_training_findings(samples, inference, labels, 3, 10)
     >>> {claim: finding.verdict for claim, finding in out.items()}
-    {'unroll_training': 'partly', 'anneal_training': 'partly', 'anneal_inference': 'not reproduced'}
+    {'unroll_training': 'partly', 'anneal_training': 'reproduced', 'anneal_inference': 'not reproduced'}
     """
     labels = list(labels)
-    unrolled = {label: ratios.loc[label, f"step{unroll}"] for label in labels[:3]}
-    annealed = {label: ratios.loc[label, "step1"] for label in [labels[0], *labels[3:]]}
-    scheduled = inference[f"step{steps}"].to_dict()
+    unrolled = {label: samples[label][unroll] for label in labels[:3]}
+    annealed = {label: samples[label][1] for label in [labels[0], *labels[3:]]}
+    scheduled = {label: values[steps] for label, values in inference.items()}
     return {
         "unroll_training": better_finding(unrolled, labels[0], f"ratio to Lloyd after {unroll} steps"),
         "anneal_training": better_finding(annealed, labels[0], "ratio after one step"),

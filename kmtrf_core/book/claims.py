@@ -11,9 +11,12 @@ as ``<id>_value``, ``<id>_verdict`` and ``<id>_profile``, and the claims ledger
 page pastes them, so the ledger always shows what the last build computed.
 Outside a notebook :func:`record` just returns the record.
 
-The comparisons several chapters share are here too: :func:`better_finding`
-(variants against a baseline), :func:`below_finding` (numbers below a
-threshold) and :func:`versus_finding` (two models, test by test).
+The comparisons several chapters share are here too, each decided on a 95%
+bootstrap interval over held-out tasks and seeds with a stated margin
+(:mod:`~kmtrf_core.book.uncertainty`), ``"inconclusive"`` when the interval
+straddles it: :func:`better_finding` (variants against a baseline),
+:func:`below_finding` (values below a threshold such as one Lloyd step) and
+:func:`versus_finding` (two models, test by test).
 """
 
 from __future__ import annotations
@@ -21,24 +24,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numpy as np  # noqa: F401  (the doctests of claims_table use it)
+import numpy as np
 import pandas as pd
 
 from ..validation import check_choice, check_int
 from .profiles import get_profile
+from .uncertainty import combine, compare
 
-__all__ = ["CLAIMS", "CLAIM_COLUMNS", "VERDICTS", "Claim", "Finding", "Record", "below_finding", "better_finding",
-           "claims_table", "progression", "record", "verdict", "versus_finding"]
+__all__ = ["CLAIMS", "CLAIM_COLUMNS", "MARGIN", "VERDICTS", "Claim", "Finding", "Record", "below_finding", "better_finding",
+           "claims_table", "progression", "record", "rests_on", "verdict", "versus_finding"]
 
-VERDICTS = ("reproduced", "partly", "not reproduced")
+VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive")
 
 
 class Claim(NamedTuple):
-    """One checked claim of the paper: a named tuple ``(text, source, chapter)``.
+    """One checked claim of the paper: a named tuple ``(text, source, chapter, trained)``.
 
     * ``text``: the claim, in our words;
     * ``source``: where the paper makes it (figure, table, theorem or section);
-    * ``chapter``: the book chapter that measures it.
+    * ``chapter``: the book chapter that measures it;
+    * ``trained``: whether its verdict rests on trained layers (then :func:`record` needs the runs).
 
     Examples
     --------
@@ -50,24 +55,30 @@ class Claim(NamedTuple):
     text: str
     source: str
     chapter: str
+    trained: bool = True
 
 
 CLAIMS: dict[str, Claim] = {
     "construction_exact": Claim(
         "With the constructed weights at gamma = inf, T layers equal T Lloyd iterations (BN and OH).",
-        "Theorem 2.1, Appendix B", "05_construction"),
+        "Theorem 2.1, Appendix B", "05_construction", trained=False),
+
     "parameter_reduction": Claim(
         "BN needs d + ceil(log2 k) embedding dimensions instead of d + k, so 12 d_emb^2 parameters shrink accordingly.",
-        "Definition 2.1, Table 1", "03_embeddings"),
+        "Definition 2.1, Table 1", "03_embeddings", trained=False),
+
     "cost_speedup": Claim(
         "BN's forward pass is several times faster than OH's at large k (12.1x at k = 1000).",
-        "Figure 1, Table 1", "08_cost"),
+        "Figure 1, Table 1", "08_cost", trained=False),
+
     "smoothing_bound": Claim(
         "The regularized-min weights stay within the bound of Proposition H.1 of the hard assignment.",
-        "Proposition H.1, Eq. 9", "06_smoothing"),
+        "Proposition H.1, Eq. 9", "06_smoothing", trained=False),
+
     "lipschitz_bound": Claim(
         "The Lipschitz bound of Theorem 3.1 holds above measured constants, and OH's is below BN's.",
-        "Theorem 3.1 / I.2", "07_lipschitz"),
+        "Theorem 3.1 / I.2", "07_lipschitz", trained=False),
+
     "learned_step": Claim(
         "At tau = 0.1 the trained layer beats one Lloyd step on held-out tasks (OH and BN).",
         "Section 3, Figure 2", "09_training"),
@@ -81,7 +92,8 @@ CLAIMS: dict[str, Claim] = {
         "Re-embedding at every step keeps improving, and OH/BN beat Lloyd's iterations.",
         "Section 4, Figure 6 (right), Appendix C", "10_multistep"),
     "shift_generalization": Claim(
-        "OH/BN beat Lloyd under 3 of the 4 mixture shifts (all but double scale).",
+        "After T = 20 re-embedded steps, OH/BN beat Lloyd under all 4 mixture shifts (under double scale only "
+        "eventually, after starting behind).",
         "Section 4, Figure 7", "11_generalization"),
     "family_generalization": Claim(
         "Outside cauchy, layers trained on one family beat Lloyd on the other families.",
@@ -100,13 +112,15 @@ CLAIMS: dict[str, Claim] = {
         "Section 3, Figure 5", "13_cauchy"),
     "emd_structure": Claim(
         "Cauchy tasks are far (in EMD) from the other families, which are close to each other.",
-        "Section 4, Figures 9 and 19", "14_dissimilarity"),
+        "Section 4, Figures 9 and 19", "14_dissimilarity", trained=False),
+
     "emd_predicts_transfer": Claim(
         "Task dissimilarities line up with the generalization matrix.",
         "Section 4 (Figures 8 and 9)", "14_dissimilarity"),
     "estimator_equals_kmeans": Claim(
         "TransformerKMeans with the Lloyd step returns scikit-learn KMeans's labels and centers from the same starts.",
-        "ours (not in the paper)", "15_real_data"),
+        "ours (not in the paper)", "15_real_data", trained=False),
+
     "realdata_first_step": Claim(
         "A layer trained on normal mixtures beats Lloyd's first step on real data it never saw, from the same starts.",
         "ours (not in the paper)", "15_real_data"),
@@ -253,7 +267,7 @@ class Finding:
         return self.report or f"{self.check} -> {self.verdict}"
 
 
-def record(claim_id: str, finding: Finding) -> "Record":
+def record(claim_id: str, finding: Finding, runs=None) -> "Record":
     """Record what a chapter measured about a claim; glue it for the claims ledger.
 
     Parameters
@@ -262,22 +276,36 @@ def record(claim_id: str, finding: Finding) -> "Record":
         A key of :data:`CLAIMS`.
     finding : Finding
         The measured value and its verdict.
+    runs : Runs or sequence of Runs, optional
+        The catalog runs the verdict rests on (:class:`~kmtrf_core.book.catalog.Runs`); required for a
+        claim about trained layers (``Claim.trained``). The ledger's "Rests on" column counts them by
+        how they ended (:meth:`~kmtrf_core.book.catalog.Runs.rests_on`: flat below Lloyd, the cap,
+        a probe).
 
     Returns
     -------
     Record
-        A dict ``{"claim", "source", "value", "verdict", "check", "profile"}`` that
+        A dict ``{"claim", "source", "value", "verdict", "check", "rests_on", "profile"}`` that
         shows as one line in a notebook (the profile in force,
         :func:`~kmtrf_core.book.profiles.get_profile`).
 
     Examples
     --------
-    >>> record("construction_exact", Finding("max error 3e-16 over 250 tasks", "reproduced"))["verdict"]
-    'reproduced'
+    >>> record("construction_exact", Finding("max error 3e-16 over 250 tasks", "reproduced"))["rests_on"]
+    'no trained layer'
+    >>> record("learned_step", Finding("0.9", "reproduced"))
+    Traceback (most recent call last):
+    ...
+    ValueError: claim 'learned_step' rests on trained layers: pass the catalog runs it was measured on (runs=)
     """
     claim_id = check_choice(claim_id, "claim_id", CLAIMS)
     if not isinstance(finding, Finding):
         raise ValueError(f"finding must be a Finding, got {type(finding).__name__}")
+    claim = CLAIMS[claim_id]
+    rests = rests_on(runs)
+    if claim.trained and runs is None:
+        raise ValueError(f"claim {claim_id!r} rests on trained layers: pass the catalog runs it was measured on "
+                         "(runs=)")
     value = finding.value.strip()
     profile = get_profile().name
     try:  # only inside an IPython kernel with myst-nb installed
@@ -288,23 +316,59 @@ def record(claim_id: str, finding: Finding) -> "Record":
 
             glue(f"{claim_id}_value", _Plain(value), display=False)
             glue(f"{claim_id}_verdict", _Plain(finding.verdict), display=False)
+            glue(f"{claim_id}_rests", _Plain(rests), display=False)
             glue(f"{claim_id}_profile", _Plain(profile), display=False)
     except ImportError:
         pass
-    claim = CLAIMS[claim_id]
     return Record(claim=claim.text, source=claim.source, value=value, verdict=finding.verdict,
-                  check=finding.check, profile=profile)
+                  check=finding.check, rests_on=rests, profile=profile)
+
+
+def rests_on(runs) -> str:
+    """The ledger's "Rests on" text: the runs counted by how they ended (``"no trained layer"`` without runs).
+
+    Parameters
+    ----------
+    runs : Runs, sequence of Runs, or None
+        Anything with a ``rests_on()`` method returning label -> count
+        (:meth:`~kmtrf_core.book.catalog.Runs.rests_on`).
+
+    Examples
+    --------
+    >>> class Fake:
+    ...     def __init__(self, counts): self.counts = counts
+    ...     def rests_on(self): return self.counts
+    >>> rests_on([Fake({"flat below Lloyd": 2}), Fake({"flat below Lloyd": 1, "cap 5000, above Lloyd": 1})])
+    '3 flat below Lloyd; 1 cap 5000, above Lloyd'
+    >>> rests_on(None)
+    'no trained layer'
+    """
+    if runs is None:
+        return "no trained layer"
+    groups = [runs] if hasattr(runs, "rests_on") else list(runs)
+    counts: dict = {}
+    for group in groups:
+        if not hasattr(group, "rests_on"):
+            raise ValueError(f"runs must be catalog Runs (or a sequence of them), got {type(group).__name__}")
+        for label, count in group.rests_on().items():
+            counts[label] = counts.get(label, 0) + count
+    if not counts:
+        raise ValueError("runs holds no run")
+    return "; ".join(f"{count} {label}" for label, count in counts.items())
 
 
 class Record(dict):
     """What :func:`record` returns: a dict that a notebook shows as one line, verdict first.
 
-    >>> Record(claim="c", source="Fig. 1", value="1.2x", verdict="partly", profile="quick")
+    >>> Record(claim="c", source="Fig. 1", value="1.2x", verdict="partly", rests_on="no trained layer",
+    ...        profile="quick")
     partly: 1.2x (Fig. 1, profile quick)
     """
 
     def __repr__(self) -> str:
-        return f"{self['verdict']}: {self['value']} ({self['source']}, profile {self['profile']})"
+        rests = self.get("rests_on", "no trained layer")
+        runs = "" if rests == "no trained layer" else f"; runs: {rests}"
+        return f"{self['verdict']}: {self['value']} ({self['source']}, profile {self['profile']}{runs})"
 
 
 CLAIM_COLUMNS = ("claim", "paper", "ours", "agree")
@@ -355,63 +419,82 @@ def claims_table(rows, columns=CLAIM_COLUMNS, index: bool = True) -> pd.DataFram
     return table.set_index(columns[0]) if index else table
 
 
-def better_finding(values: dict, baseline: str, what: str, lower: bool = True) -> Finding:
-    """A verdict that counts how many variants beat a baseline on one number (chapters 18, 19, 21).
+MARGIN = 0.01
+"""How much lower a ratio to Lloyd must be, beyond the noise, for "A beats B" (1% of one Lloyd step's loss)."""
+
+
+def better_finding(samples: dict, baseline: str, what: str, margin: float = MARGIN, **options) -> Finding:
+    """A verdict on each variant beating a baseline by ``margin``, decided on intervals (chapter 18).
 
     Parameters
     ----------
-    values : dict
-        Label -> the number (e.g. a median ratio to Lloyd); includes ``baseline``.
+    samples : dict
+        Label -> per-task values ``(S, B)`` or ``(B,)``, lower is better (ratios to Lloyd from
+        :func:`~kmtrf_core.book.heldout.task_ratios`, at one step); includes ``baseline``. Paired:
+        every label on the same tasks.
     baseline : str
         The label to beat.
     what : str
         What the number is, for the value text.
-    lower : bool
-        Lower is better (default), else higher.
+    margin : float
+        :func:`~kmtrf_core.book.uncertainty.compare`'s margin.
+    **options
+        Passed to :func:`~kmtrf_core.book.uncertainty.compare` (``level``, ``resamples``, ``seed``).
 
     Returns
     -------
     Finding
+        Its verdict :func:`~kmtrf_core.book.uncertainty.combine` of the variants' comparisons;
+        the value and ``uncertainty`` give each difference with its interval.
 
     Examples
     --------
-    >>> better_finding({"fixed": 0.9, "anneal gamma": 0.85, "anneal tau": 0.95}, "fixed", "ratio").verdict
-    'partly'
+    >>> rng = np.random.default_rng(0)
+    >>> tasks = 1 + 0.1 * rng.standard_normal(256)
+    >>> f = better_finding({"fixed": tasks, "anneal": tasks - 0.05, "other": tasks + 0.001}, "fixed", "ratio")
+    >>> f.verdict, f.report
+    ('partly', '1 of 2 beat fixed by 0.01 (95% intervals), 1 not -> partly')
     """
-    base = values[baseline]
-    others = {label: value for label, value in values.items() if label != baseline}
-    wins = {label: bool(value < base if lower else value > base) for label, value in others.items()}
-    ok = sum(wins.values())
-    text = f"{what}: {baseline} {base:.3f}; " + ", ".join(f"{label} {value:.3f}" for label, value in others.items())
-    outcome = verdict(ok, len(others))
-    return Finding(text, outcome, check=f"each variant {'below' if lower else 'above'} {baseline}",
-                   report=f"{ok} of {len(others)} beat {baseline} -> {outcome}")
+    base = samples[baseline]
+    others = {label: value for label, value in samples.items() if label != baseline}
+    outcomes = {label: compare(value, base, margin, **options) for label, value in others.items()}
+    return _interval_finding(
+        f"{what}: {baseline} {_point(base):.3f}; " + ", ".join(
+            f"{label} {_point(others[label]):.3f} ({c.text()})" for label, c in outcomes.items()),
+        outcomes, check=f"each variant below {baseline} by at least {margin:g}, the 95% interval of the "
+                        "difference on one side", what=f"beat {baseline} by {margin:g}")
 
 
-def below_finding(values: dict, what: str, threshold: float = 1.0) -> Finding:
-    """A verdict that counts the numbers below ``threshold`` (e.g. ratios to Lloyd below 1).
+def below_finding(samples: dict, what: str, threshold: float = 1.0, margin: float = 0.0, **options) -> Finding:
+    """A verdict on each value being below ``threshold`` (e.g. one Lloyd step), decided on intervals.
 
-    >>> below_finding({"OH": 0.9, "BN": 1.2}, "held-out ratio").verdict
-    'partly'
+    ``samples``: label -> per-task values (see :func:`better_finding`).
+
+    >>> rng = np.random.default_rng(0)
+    >>> f = below_finding({"OH": 0.9 + 0.1 * rng.standard_normal(256), "BN": 1.2 + 0.1 * rng.standard_normal(256)},
+    ...                   "held-out ratio")
+    >>> f.verdict, f.report
+    ('partly', '1 of 2 below 1 (95% intervals), 1 not -> partly')
     """
-    ok = int(sum(bool(value < threshold) for value in values.values()))
-    text = f"{what}: " + ", ".join(f"{label} {value:.3f}" for label, value in values.items())
-    outcome = verdict(ok, len(values))
-    return Finding(text, outcome, check=f"every value below {threshold:g}",
-                   report=f"{ok} of {len(values)} below {threshold:g} -> {outcome}")
+    outcomes = {label: compare(value, threshold, margin, **options) for label, value in samples.items()}
+    return _interval_finding(
+        f"{what}: " + ", ".join(f"{label} {_point(samples[label]):.3f} ({c.text()} from {threshold:g})"
+                                for label, c in outcomes.items()),
+        outcomes, check=f"every value below {threshold:g}" + (f" by {margin:g}" if margin else "")
+                        + ", its 95% interval entirely below", what=f"below {threshold:g}")
 
 
-def versus_finding(ratios, label: str, baseline: str, column: str) -> Finding:
-    """Per test, does ``label`` have a lower ratio to Lloyd than ``baseline`` (chapter 19)?
+def versus_finding(samples: dict, label: str, baseline: str, margin: float = MARGIN, **options) -> Finding:
+    """Per test, is ``label`` below ``baseline`` by ``margin``, decided on intervals (chapter 19)?
 
     Parameters
     ----------
-    ratios : pandas.DataFrame
-        :func:`~kmtrf_core.book.heldout.ratio_at` indexed by ``(model, test)``.
+    samples : dict
+        ``(model, test)`` -> per-task values (see :func:`better_finding`), paired within a test.
     label, baseline : str
         The two models.
-    column : str
-        The step column, e.g. ``"step1"``.
+    margin : float
+        As in :func:`better_finding`.
 
     Returns
     -------
@@ -419,19 +502,37 @@ def versus_finding(ratios, label: str, baseline: str, column: str) -> Finding:
 
     Examples
     --------
-    >>> ratios = pd.DataFrame({"step1": [0.9, 0.8, 1.0, 1.1]}, index=pd.MultiIndex.from_tuples(
-    ...     [("plain", "normal"), ("ffn", "normal"), ("plain", "gumbel"), ("ffn", "gumbel")],
-    ...     names=["model", "test"]))
-    >>> versus_finding(ratios, "ffn", "plain", "step1").verdict
+    >>> rng = np.random.default_rng(0)
+    >>> normal, gumbel = 1 + 0.1 * rng.standard_normal((2, 256))
+    >>> samples = {("plain", "normal"): normal, ("ffn", "normal"): normal - 0.1,
+    ...            ("plain", "gumbel"): gumbel, ("ffn", "gumbel"): gumbel + 0.1}
+    >>> versus_finding(samples, "ffn", "plain").verdict
     'partly'
     """
-    tests = ratios.loc[baseline].index
-    wins, parts = 0, []
-    for test in tests:
-        mine, theirs = ratios.loc[(label, test), column], ratios.loc[(baseline, test), column]
-        wins += bool(mine < theirs)
-        parts.append(f"{test} {mine:.3f} vs {theirs:.3f}")
-    outcome = verdict(wins, len(tests))
-    return Finding(f"{label} vs {baseline} ({column}): " + "; ".join(parts), outcome,
-                   check=f"{label} below {baseline} on every test",
-                   report=f"{wins} of {len(tests)} tests better -> {outcome}")
+    tests = [test for model, test in samples if model == baseline]
+    outcomes = {test: compare(samples[(label, test)], samples[(baseline, test)], margin, **options)
+                for test in tests}
+    return _interval_finding(
+        f"{label} vs {baseline}: " + "; ".join(
+            f"{test} {_point(samples[(label, test)]):.3f} vs {_point(samples[(baseline, test)]):.3f} ({c.text()})"
+            for test, c in outcomes.items()),
+        outcomes, check=f"{label} below {baseline} by at least {margin:g} on every test, the 95% interval of the "
+                        "difference on one side", what="tests better")
+
+
+def _point(values) -> float:
+    """The statistic the intervals are about: the median over seeds of the mean over tasks."""
+    array = np.asarray(values, dtype=float)
+    return float(np.median(array.reshape(-1, array.shape[-1]).mean(axis=1)))
+
+
+def _interval_finding(value: str, outcomes: dict, check: str, what: str) -> Finding:
+    verdicts = [c.verdict for c in outcomes.values()]
+    outcome = combine(verdicts)
+    won = verdicts.count("reproduced")
+    lost, open_ = verdicts.count("not reproduced"), verdicts.count("inconclusive")
+    tail = ", ".join(part for part in (f"{lost} not" if lost else "", f"{open_} inconclusive" if open_ else "")
+                     if part)
+    return Finding(value, outcome, check=check,
+                   report=f"{won} of {len(verdicts)} {what} (95% intervals){', ' + tail if tail else ''} -> {outcome}",
+                   uncertainty="; ".join(f"{key}: {c.text()}" for key, c in outcomes.items()))

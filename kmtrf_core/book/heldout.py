@@ -4,7 +4,8 @@ Each of Part III's chapters evaluates catalog layers on fresh tasks from a
 run's own distribution (:func:`eval_tasks`), from the same starts as Lloyd's
 algorithm, follows their re-embedded trajectories, padded to a wider layer
 where needed (:func:`transfer_trajectories`), and reads the median ratio to
-Lloyd at chosen steps (:func:`ratio_at`). The experiment's logic lives in the
+Lloyd at chosen steps (:func:`ratio_at`), or per task (:func:`task_ratios`), the samples
+that a verdict's interval is drawn from (:mod:`~kmtrf_core.book.uncertainty`). The experiment's logic lives in the
 paper room (:func:`~kmtrf_core.evaluate.center_trajectory`,
 :func:`~kmtrf_core.evaluate.padded_trajectory`,
 :func:`~kmtrf_core.evaluate.trajectory_table`); this module only arranges it.
@@ -15,13 +16,14 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from ..evaluate import center_trajectory, padded_trajectory
+from ..evaluate import center_trajectory, lloyd_loss_trajectory, padded_trajectory
 from ..model import check_model
+from ..objectives import kmeans_objective
 from ..tasks import sample_tasks
 from ..training import TrainConfig
 from ..validation import check_int, check_table
 
-__all__ = ["eval_tasks", "ratio_at", "transfer_trajectories"]
+__all__ = ["eval_tasks", "ratio_at", "task_ratios", "transfer_trajectories"]
 
 
 def eval_tasks(config: TrainConfig, count: int, seed: int = 12345, *, family=None, d: int | None = None,
@@ -123,4 +125,54 @@ def transfer_trajectories(layers: dict, X: torch.Tensor, C: torch.Tensor, steps:
             out[label] = center_trajectory(model, X, C, steps)
         else:
             out[label] = padded_trajectory(model, X, C, steps, fill=fill)
+    return out
+
+
+def task_ratios(trajectories: dict, X: torch.Tensor, C: torch.Tensor) -> dict:
+    """Per task, the ratio of each trajectory's k-means loss to Lloyd's after the same number of steps.
+
+    The per-task values behind :func:`~kmtrf_core.evaluate.trajectory_table`'s ``ratio`` (its mean
+    over tasks), for the intervals of :mod:`~kmtrf_core.book.uncertainty`.
+
+    Parameters
+    ----------
+    trajectories : dict
+        Label -> centers ``(T + 1, (S,) B, k, d)`` from the initial centers ``C``
+        (:func:`transfer_trajectories`).
+    X, C : torch.Tensor
+        The tasks.
+
+    Returns
+    -------
+    dict
+        Label -> float64 array ``(T + 1, S, B)`` (``S = 1`` for a single layer); a
+        task whose centers left the float range has ratio ``inf``.
+
+    Examples
+    --------
+    >>> from kmtrf_core.lloyd import lloyd_trajectory
+    >>> X, C = sample_tasks(5, 20, 2, 3, generator=0, dtype=torch.float64)
+    >>> ratios = task_ratios({"lloyd": lloyd_trajectory(X, C, 2).centers}, X, C)["lloyd"]
+    >>> ratios.shape, bool((abs(ratios - 1) < 1e-12).all())
+    ((3, 1, 5), True)
+    """
+    if not isinstance(trajectories, dict) or not trajectories:
+        raise ValueError("trajectories must be a non-empty dict label -> centers (T + 1, (S,) B, k, d)")
+    out, reference = {}, None
+    for label, centers in trajectories.items():
+        if not isinstance(centers, torch.Tensor) or centers.dim() not in (4, 5) or centers.shape[-3:] != C.shape:
+            raise ValueError(f"trajectories[{label!r}] must be centers (T + 1, (S,) B, k, d) for tasks of "
+                             f"shape {tuple(C.shape)}")
+        centers = centers if centers.dim() == 5 else centers.unsqueeze(1)
+        steps, seeds = centers.shape[0] - 1, centers.shape[1]
+        if reference is None:
+            reference = lloyd_loss_trajectory(X, C, steps)  # (T + 1, B)
+        elif reference.shape[0] != steps + 1:
+            raise ValueError("trajectories must all have the same number of steps")
+        with torch.no_grad():
+            points = X.expand(steps + 1, seeds, *X.shape).reshape(-1, *X.shape[1:])
+            loss = kmeans_objective(points, centers.to(X.dtype).reshape(-1, *C.shape[1:]))
+            ratio = (loss.view(steps + 1, seeds, -1) / reference[:, None, :]).double()
+        out[label] = torch.where(torch.isfinite(ratio), ratio, torch.full((), float("inf"), dtype=ratio.dtype)
+                                 ).cpu().numpy()
     return out

@@ -1,0 +1,211 @@
+"""Intervals and margins for comparative verdicts: when "A beats B" is a finding and when it is noise.
+
+A ratio to Lloyd read on held-out tasks is a mean over tasks (and a median
+over seeds, where a run has several); with a few hundred tasks it moves by a
+few hundredths from one draw of tasks to the next. A verdict that A beats B
+(or beats one Lloyd step) is therefore drawn from an interval, not from two
+numbers:
+
+* :func:`bootstrap_interval`: a percentile bootstrap of that statistic over
+  tasks and seeds, the same resampled tasks for every model compared (the
+  comparison is paired: the models ran from the same starts);
+* :func:`compare`: the verdict of "``a`` is below ``b`` by at least
+  ``margin``": ``"reproduced"`` when the whole interval of ``a - b`` lies
+  below ``-margin``, ``"not reproduced"`` when it lies above, and
+  ``"inconclusive"`` when it contains ``-margin``; ``b`` may be a number (a
+  threshold such as one Lloyd step, 1);
+* :func:`combine`: one verdict from several checks.
+
+The samples are per-task ratios, ``(S, B)`` for ``S`` seeds and ``B`` tasks
+(or ``(B,)``), from :func:`~kmtrf_core.evaluate.task_ratios`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..validation import check_int, check_number
+
+__all__ = ["Comparison", "INTERVAL_LEVEL", "RESAMPLES", "bootstrap_interval", "combine", "compare"]
+
+INTERVAL_LEVEL = 0.95
+"""The confidence level of every interval the book states."""
+
+RESAMPLES = 2000
+"""Bootstrap resamples per interval."""
+
+
+def _samples(values, name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 2:
+        raise ValueError(f"{name} must be per-task values (B,) or (S, B) with B >= 2 tasks, got shape "
+                         f"{np.shape(values)}")
+    if np.isnan(array).any():
+        raise ValueError(f"{name} must not hold NaN (a diverged task's ratio is inf)")
+    return array
+
+
+def _statistic(samples: np.ndarray, seeds: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    # samples (S, B); seeds (R, S') and tasks (R, B') indices -> (R,): median over seeds of the mean over tasks
+    picked = samples[seeds[:, :, None], tasks[:, None, :]]  # (R, S', B')
+    return np.median(picked.mean(axis=2), axis=1)
+
+
+def bootstrap_interval(samples, *, level: float = INTERVAL_LEVEL, resamples: int = RESAMPLES, seed: int = 0,
+                       minus=None) -> tuple:
+    """A percentile bootstrap interval of the median over seeds of the mean over tasks.
+
+    Parameters
+    ----------
+    samples : array-like
+        Per-task values ``(B,)`` or ``(S, B)`` (seeds x tasks).
+    level : float
+        Confidence level (0.95).
+    resamples : int
+        Bootstrap resamples.
+    seed : int
+        Seed of the resampling (the same seed resamples the same tasks).
+    minus : array-like, optional
+        Per-task values of the same shape to subtract (a paired difference:
+        each resample draws the same seeds and tasks for both).
+
+    Returns
+    -------
+    (float, float, float)
+        The statistic on the samples themselves, and the interval's ends.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> a = 0.9 + 0.05 * rng.standard_normal((3, 256))
+    >>> value, lo, hi = bootstrap_interval(a)
+    >>> lo < value < hi and hi - lo < 0.03
+    True
+    >>> value, lo, hi = bootstrap_interval(a, minus=a - 0.01)  # a paired difference: exact here
+    >>> round(value, 6), round(lo, 6), round(hi, 6)
+    (0.01, 0.01, 0.01)
+    """
+    a = _samples(samples, "samples")
+    if minus is not None:
+        b = _samples(minus, "minus")
+        if b.shape != a.shape:
+            raise ValueError(f"minus must have the shape of samples {a.shape}, got {b.shape}")
+        a = a - b
+    check_number(level, "level")
+    if not level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    check_int(resamples, "resamples")
+    S, B = a.shape
+    rng = np.random.default_rng(seed)
+    value = float(np.median(a.mean(axis=1)))
+    stats = []
+    for start in range(0, resamples, 250):  # in chunks, so a large (S, B) stays small in memory
+        size = min(250, resamples - start)
+        seeds = rng.integers(0, S, size=(size, S))
+        tasks = rng.integers(0, B, size=(size, B))
+        stats.append(_statistic(a, seeds, tasks))
+    stats = np.concatenate(stats)
+    # no interpolation between order statistics: a resample holding a diverged (inf) task stays inf, never NaN
+    lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    return value, float(lo), float(hi)
+
+
+class Comparison(NamedTuple):
+    """The outcome of :func:`compare`: the difference ``a - b``, its interval, the margin and the verdict.
+
+    >>> Comparison(-0.031, -0.045, -0.018, 0.01, "reproduced").text()
+    '-0.031 [-0.045, -0.018] (95% CI; margin 0.01)'
+    """
+
+    difference: float
+    low: float
+    high: float
+    margin: float
+    verdict: str
+
+    def text(self, unit: str = "") -> str:
+        """``"-0.031 [-0.045, -0.018] (95% CI; margin 0.01)"``."""
+        return (f"{self.difference:+.3f}{unit} [{self.low:+.3f}, {self.high:+.3f}] "
+                f"({INTERVAL_LEVEL:.0%} CI; margin {self.margin:g})")
+
+
+def compare(a, b, margin: float = 0.0, **options) -> Comparison:
+    """Is ``a`` below ``b`` by at least ``margin``? Decided on the bootstrap interval of ``a - b``.
+
+    Parameters
+    ----------
+    a : array-like
+        Per-task values ``(B,)`` or ``(S, B)`` (lower is better, e.g. ratios to Lloyd).
+    b : array-like or float
+        The same for the other model (paired: the same tasks, and seeds in
+        the same order), or a number (a threshold: 1 is one Lloyd step).
+    margin : float
+        How much lower ``a`` must be to count (>= 0).
+    **options
+        Passed to :func:`bootstrap_interval` (``level``, ``resamples``, ``seed``).
+
+    Returns
+    -------
+    Comparison
+        ``verdict`` is ``"reproduced"`` when the interval is entirely below
+        ``-margin``, ``"not reproduced"`` when entirely above it, else
+        ``"inconclusive"``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> tasks = 1 + 0.1 * rng.standard_normal(256)
+    >>> compare(tasks - 0.05, tasks, margin=0.01).verdict       # paired: the same tasks, lower by 0.05
+    'reproduced'
+    >>> compare(tasks + 0.002, tasks, margin=0.01).verdict
+    'not reproduced'
+    >>> compare(0.99 + 0.1 * rng.standard_normal(256), 1.0).verdict   # 0.99 +- 0.012: inside the noise
+    'inconclusive'
+    """
+    check_number(margin, "margin", allow_zero=True)
+    a_samples = _samples(a, "a")
+    if np.ndim(b) == 0:
+        if isinstance(b, bool) or not np.isfinite(b_value := float(b)):
+            raise ValueError(f"b must be per-task values or a finite number, got {b!r}")
+        value, lo, hi = bootstrap_interval(a_samples, **options)
+        difference, low, high = value - b_value, lo - b_value, hi - b_value
+    else:
+        difference, low, high = bootstrap_interval(a_samples, minus=b, **options)
+    if np.isinf(difference):  # a task diverged for one side only: that side does not beat the other
+        outcome = "reproduced" if difference < 0 else "not reproduced"
+    elif high < -margin:
+        outcome = "reproduced"
+    elif low > -margin:
+        outcome = "not reproduced"
+    else:
+        outcome = "inconclusive"
+    return Comparison(difference, low, high, float(margin), outcome)
+
+
+def combine(verdicts) -> str:
+    """One verdict from several checks' verdicts.
+
+    All reproduced: ``"reproduced"``; some reproduced and some not (or
+    undecided): ``"partly"``; none reproduced and every one decided:
+    ``"not reproduced"``; otherwise ``"inconclusive"``.
+
+    >>> combine(["reproduced", "reproduced"]), combine(["reproduced", "inconclusive"])
+    ('reproduced', 'partly')
+    >>> combine(["not reproduced", "not reproduced"]), combine(["not reproduced", "inconclusive"])
+    ('not reproduced', 'inconclusive')
+    """
+    verdicts = list(verdicts)
+    allowed = ("reproduced", "partly", "not reproduced", "inconclusive")
+    if not verdicts or any(v not in allowed for v in verdicts):
+        raise ValueError(f"verdicts must be a non-empty sequence of {allowed}, got {verdicts!r}")
+    if all(v == "reproduced" for v in verdicts):
+        return "reproduced"
+    if any(v in ("reproduced", "partly") for v in verdicts):
+        return "partly"
+    if all(v == "not reproduced" for v in verdicts):
+        return "not reproduced"
+    return "inconclusive"

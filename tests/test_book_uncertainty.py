@@ -1,0 +1,62 @@
+"""Intervals and margins for comparative verdicts (kmtrf_core.book.uncertainty)."""
+
+import numpy as np
+import pytest
+
+from kmtrf_core.book.uncertainty import bootstrap_interval, combine, compare
+
+
+def test_the_interval_covers_the_true_mean_at_about_its_level():
+    rng = np.random.default_rng(0)
+    covered = 0
+    for _ in range(200):
+        values = 1.0 + 0.1 * rng.standard_normal(100)
+        _, lo, hi = bootstrap_interval(values, resamples=400, seed=int(rng.integers(1 << 30)))
+        covered += lo <= 1.0 <= hi
+    assert 0.88 <= covered / 200 <= 0.99
+
+
+def test_the_interval_shrinks_with_more_tasks_and_its_point_is_the_median_over_seeds_of_the_mean():
+    rng = np.random.default_rng(1)
+    few, many = 1 + 0.1 * rng.standard_normal(32), 1 + 0.1 * rng.standard_normal(1024)
+    assert np.diff(bootstrap_interval(many)[1:])[0] < np.diff(bootstrap_interval(few)[1:])[0] / 3
+    seeds = np.array([[0.8] * 4, [0.9] * 4, [1.5] * 4])
+    assert bootstrap_interval(seeds)[0] == pytest.approx(0.9)
+
+
+def test_a_paired_comparison_sees_a_small_shift_that_unpaired_noise_would_hide():
+    rng = np.random.default_rng(2)
+    tasks = 1 + 0.3 * rng.standard_normal((3, 256))  # tasks differ a lot from each other ...
+    better = tasks - 0.02                            # ... the variant is better on each by 0.02
+    assert compare(better, tasks, margin=0.01).verdict == "reproduced"
+    assert compare(better, tasks, margin=0.03).verdict == "not reproduced"
+    unpaired = 1 + 0.3 * rng.standard_normal((3, 256))
+    assert compare(unpaired - 0.02, tasks, margin=0.01).verdict == "inconclusive"
+
+
+def test_compare_with_a_threshold_and_diverged_tasks():
+    assert compare(np.full(64, 0.9) + np.linspace(-0.01, 0.01, 64), 1.0).verdict == "reproduced"
+    assert compare(np.full(64, 1.1), 1.0).verdict == "not reproduced"
+    diverged = np.r_[np.full(63, 0.5), np.inf]
+    assert compare(diverged, 1.0).verdict == "not reproduced"  # an infinite mean is not below Lloyd
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(a=[1.0], b=1.0), "B >= 2"), (dict(a=[1.0, np.nan], b=1.0), "NaN"),
+    (dict(a=[1.0, 2.0], b=[1.0, 2.0, 3.0]), "shape"), (dict(a=[1.0, 2.0], b=1.0, margin=-1), "margin"),
+    (dict(a=[1.0, 2.0], b=float("inf")), "finite"), (dict(a=[1.0, 2.0], b=True), "finite"),
+])
+def test_bad_input_is_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        compare(**kwargs)
+
+
+def test_combine():
+    assert combine(["reproduced"]) == "reproduced"
+    assert combine(["reproduced", "not reproduced"]) == "partly"
+    assert combine(["inconclusive", "inconclusive"]) == "inconclusive"
+    assert combine(["not reproduced"]) == "not reproduced"
+    with pytest.raises(ValueError, match="verdicts"):
+        combine([])
+    with pytest.raises(ValueError, match="verdicts"):
+        combine(["maybe"])
