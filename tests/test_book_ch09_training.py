@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from kmtrf_core import TrainConfig
+from kmtrf_core.book.ch09_training import Ablation, ablation, convergence_finding, figure2_claims
 from kmtrf_core.book.groups import SIX_CURVES, RunGroup
-from kmtrf_core.book.ch09_training import Ablation, ablation, figure2_claims
 from kmtrf_core.book.plotting import (
     SCHEME_COLORS,
     six_curve_figure,
@@ -148,3 +148,25 @@ def test_figure2_claims_can_hold():
     assert claims["holds here"].all()
     assert claims["our numbers"][0] == "tau=0.1: OH 0.700, BN 0.800"
     assert claims["our numbers"][6] == "BN - OH: 20 steps -> 5 steps"
+
+
+def _drops(rows):
+    columns = pd.MultiIndex.from_product([["below_lloyd_at"], ["BN", "OH"]])
+    return pd.DataFrame([[bn, oh] for _, oh, bn in rows], index=[label for label, _, _ in rows], columns=columns)
+
+
+def test_oh_faster_needs_every_configuration_and_a_margin():
+    nan = float("nan")
+    every = _drops([("base", 1800, 2700), ("d=8", 1500, 4200), ("lr=0.03", 900, nan)])
+    assert convergence_finding(every, margin=200).verdict == "reproduced"
+    within = _drops([("base", 1800, 1900), ("d=8", 1500, 1600)])
+    assert convergence_finding(within, margin=200).verdict == "inconclusive"  # 100 steps: inside the margin
+    assert convergence_finding(within, margin=100).verdict == "reproduced"
+    slower = _drops([("base", 2700, 1800), ("d=8", nan, 3000)])
+    finding = convergence_finding(slower, margin=200)
+    assert finding.verdict == "not reproduced" and "d=8 never vs 3000" in finding.value
+    mixed = _drops([("base", 1800, 2700), ("d=8", 2700, 1800), ("never", nan, nan)])
+    finding = convergence_finding(mixed, margin=200)
+    assert finding.verdict == "partly" and "1 slower, 1 inconclusive" in finding.report
+    with pytest.raises(ValueError, match="margin"):
+        convergence_finding(every, margin=0)

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -37,6 +38,7 @@ def test_multistep_summary_reads_step_one_and_the_last_step(step_table):
     ([True, True, False], [0.9, 0.8, 2.0], "partly"),
     ([False, False, False], [1.5, 2.0, 0.5], "not reproduced"),
     ([True, True, True], [1.5, 2.0, 0.5], "partly"),
+    ([True, True, True], [1.0, 0.8, 2.0], "partly"),  # OH at 1 +- 0.004: inconclusive, not a win
 ])
 def test_multistep_findings(improves, ratios, expected):
     models = ["OH:L2", "BN:L2", "NA:L2"]
@@ -46,11 +48,12 @@ def test_multistep_findings(improves, ratios, expected):
         "ratio_to_lloyd_T": [40.0, 50.0, 60.0] + ratios,
         "diverged": [0.25, 0.0, 0.0, 0.0, 0.0, 0.0],
     })
-    naive, reembed = multistep_findings(summary, 7)
+    noise = 0.05 * np.random.default_rng(0).standard_normal((2, 256))
+    samples = {"OH:L2": ratios[0] + noise, "BN:L2": ratios[1] + noise}  # NA is left out of (iii)
+    naive, reembed = multistep_findings(summary, 7, samples)
     assert naive.verdict == "partly"
     assert naive.value == "2 of 3 configurations end worse after 7 steps than after step 1"
     assert "(1 overflow on some tasks)" in naive.report
     assert reembed.verdict == expected
-    low, high = min(ratios[:2]), max(ratios[:2])  # NA is left out of (iii)
-    assert reembed.value.endswith(f"after 7 steps {low:.2f} to {high:.2f}")
+    assert "95% CI" in reembed.value and "NA" not in reembed.value
     assert reembed.report.count("\n") == 1

@@ -41,23 +41,36 @@ def _shift_final(oh, bn, na=1.0):
     return pd.DataFrame({"oh": oh, "bn": bn, "na": na}, index=index)
 
 
+def _samples(final, spread=0.02):
+    noise = spread * np.random.default_rng(0).standard_normal((2, 128))
+    return {(shift, scheme): final.loc[shift, scheme] + noise for shift in final.index for scheme in ("oh", "bn")}
+
+
 def test_shift_finding_expects_every_shift_double_scale_included_to_beat_lloyd_by_the_last_step():
     assert "double scale" in SHIFTS
     all_but_double = [0.5 if s != "double scale" else 1.5 for s in SHIFTS]
-    finding = shift_finding(_shift_final([0.9, *all_but_double], [0.9, *all_but_double]), 20)
+    final = _shift_final([0.9, *all_but_double], [0.9, *all_but_double])
+    finding = shift_finding(final, 20, _samples(final))
     assert finding.verdict == "partly"  # the paper's double scale is a win too by T = 20
     assert finding.value.startswith("OH/BN beat Lloyd after 20 steps under 3 of 4 shifts")
     assert finding.value.endswith("final ratios 0.50 to 1.50")
     assert "Paper: all 4 by T = 20 (double scale only eventually)" in finding.report
-    every = [0.5] * len(SHIFTS)
-    assert shift_finding(_shift_final([0.9, *every], [0.9, *every]), 20).verdict == "reproduced"
-    lost = shift_finding(_shift_final([2.0] * 5, [2.0] * 5), 20)
-    assert lost.verdict == "not reproduced" and "shifts. Paper" in lost.report
+    every = _shift_final([0.9] + [0.5] * len(SHIFTS), [0.9] + [0.5] * len(SHIFTS))
+    assert shift_finding(every, 20, _samples(every)).verdict == "reproduced"
+    lost = _shift_final([2.0] * 5, [2.0] * 5)
+    finding = shift_finding(lost, 20, _samples(lost))
+    assert finding.verdict == "not reproduced" and "4 lost" in finding.report
+
+
+def test_a_shift_inside_the_noise_is_inconclusive_not_a_win():
+    near = _shift_final([0.9] + [0.999] * len(SHIFTS), [0.9] + [0.5] * len(SHIFTS))
+    finding = shift_finding(near, 20, _samples(near, spread=0.2))
+    assert finding.verdict == "inconclusive" and "0 lost, 4 inconclusive" in finding.report
 
 
 def test_shift_finding_reports_unshifted_ratios_and_drift():
     final = _shift_final([1.0, 1.5, 0.25, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0, 2.0], na=3.0)
-    lines = shift_finding(final, 6).report.splitlines()
+    lines = shift_finding(final, 6, _samples(final)).report.splitlines()
     assert lines[1] == ("Unshifted reference, ratio to Lloyd after T steps: "
                         "OH:L2 1.00, BN:L2 2.00, NA:L2 3.00")
     assert lines[2].endswith(": 0.75")

@@ -16,6 +16,8 @@ The chapter's section on the plateau reads :mod:`kmtrf_core.book.ch09_plateau`.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt  # noqa: F401  (the doctests close their figures)
@@ -23,10 +25,12 @@ import numpy as np
 import pandas as pd
 
 from ..training import TrainConfig, convergence_summary  # noqa: F401  (TrainConfig: the doctests)
-from .claims import Finding, claims_table, verdict
+from ..validation import check_int, check_table
+from .claims import Finding, below_finding, claims_table
 from .groups import SIX_CURVES, RunGroup
 from .plotting import six_curve_figure
 from .timing import Stopwatch, timed
+from .uncertainty import combine
 
 __all__ = ["Ablation", "ablation", "convergence_finding", "figure2_claims", "learned_step_finding"]
 
@@ -224,18 +228,21 @@ def figure2_claims(tau_summary: pd.DataFrame, d_summary: pd.DataFrame, taus=None
     return claims_table(rows, columns=FIGURE2_COLUMNS, index=False)
 
 
-def learned_step_finding(summary: pd.DataFrame, report: pd.DataFrame, tau: float) -> Finding:
-    """Section 3: at ``tau``, do the trained OH and BN layers (L2) beat one Lloyd step?
+def learned_step_finding(samples: dict, report: pd.DataFrame, tau: float) -> Finding:
+    """Section 3: at ``tau``, do the trained OH and BN layers (L2) beat one Lloyd step on held-out tasks?
+
+    Each embedding is judged on the 95% interval of its ratio to Lloyd over held-out tasks and
+    seeds (:func:`~kmtrf_core.book.claims.below_finding`): below 1 only when the whole interval is.
 
     Parameters
     ----------
-    summary : pandas.DataFrame
-        :func:`~kmtrf_core.training.convergence_summary` of Figure 2(a), by
-        ``("tau", "scheme", "omega")``.
+    samples : dict
+        ``"oh"`` / ``"bn"`` -> per-task ratios to one Lloyd step ``(S, B)``
+        (:func:`~kmtrf_core.evaluate.relative_loss` of the Figure 2(a) layers on held-out tasks).
     report : pandas.DataFrame
-        :meth:`~kmtrf_core.book.catalog.RunGroup.report` of the same runs (the steps trained).
+        :meth:`~kmtrf_core.book.groups.RunGroup.report` of the Figure 2(a) runs (steps trained, why stopped).
     tau : float
-        The penalty to read (the smallest of Figure 2(a)).
+        The penalty read (the smallest of Figure 2(a)).
 
     Returns
     -------
@@ -245,36 +252,37 @@ def learned_step_finding(summary: pd.DataFrame, report: pd.DataFrame, tau: float
     Examples
     --------
     >>> index = pd.MultiIndex.from_tuples([(0.1, "oh", "l2"), (0.1, "bn", "l2")], names=["tau", "scheme", "omega"])
-    >>> summary = pd.DataFrame({"final_val_relative": [0.92, 1.03]}, index=index)
     >>> report = pd.DataFrame({"steps": [3100, 5000], "stopped": ["beat Lloyd, flat", "cap"]}, index=index)
-    >>> finding = learned_step_finding(summary, report, 0.1)
+    >>> noise = 0.05 * np.random.default_rng(0).standard_normal((3, 128))
+    >>> finding = learned_step_finding({"oh": 0.92 + noise, "bn": 1.03 + noise}, report, 0.1)
     >>> finding.verdict, finding.budget
     ('partly', 'OH 3100 steps (beat Lloyd, flat), BN 5000 steps (cap)')
-    >>> finding.value
-    'relative validation loss, L2, tau = 0.1: OH 0.92, BN 1.03 (1 = one Lloyd step)'
+    >>> finding.value.split(":")[0]
+    'held-out ratio to one Lloyd step, L2, tau = 0.1'
     """
-    final = summary["final_val_relative"]
-    oh, bn = final[(tau, "oh", "l2")], final[(tau, "bn", "l2")]
     budget = ", ".join(f"{s.upper()} {int(report.loc[(tau, s, 'l2'), 'steps'])} steps"
                        + (f" ({report.loc[(tau, s, 'l2'), 'stopped']})" if "stopped" in report else "")
                        for s in ("oh", "bn"))
-    return Finding(f"relative validation loss, L2, tau = {tau}: OH {oh:.2f}, BN {bn:.2f} (1 = one Lloyd step)",
-                   verdict(int(oh < 1) + int(bn < 1), 2),
-                   check="relative validation loss below 1 (one Lloyd step) for OH and for BN",
-                   report=f"trained: {budget} -> {verdict(int(oh < 1) + int(bn < 1), 2)}",
-                   budget=budget)
+    finding = below_finding({"OH": samples["oh"], "BN": samples["bn"]},
+                            f"held-out ratio to one Lloyd step, L2, tau = {tau}")
+    return dataclasses.replace(finding, report=f"trained: {budget}; {finding.report}", budget=budget)
 
 
-def convergence_finding(summary: pd.DataFrame, d: int) -> Finding:
-    """Section 3: at dimension ``d``, does OH converge in fewer steps than BN (L2)?
+def convergence_finding(drops: pd.DataFrame, margin: int) -> Finding:
+    """Section 3: does OH leave the plateau (beat one Lloyd step) earlier than BN, in every configuration?
+
+    Read on the plateau table (:func:`~kmtrf_core.book.ch09_plateau.drop_table`): per row, OH is
+    faster when its first validation step below one Lloyd step comes at least ``margin`` steps
+    before BN's (or BN never gets there), slower when it comes ``margin`` or more after, and the row
+    is inconclusive in between or when neither drops. The verdict combines the rows
+    (:func:`~kmtrf_core.book.uncertainty.combine`).
 
     Parameters
     ----------
-    summary : pandas.DataFrame
-        :func:`~kmtrf_core.training.convergence_summary` of Figure 2(b), by
-        ``("d", "scheme", "omega")``.
-    d : int
-        The dimension to read (the smallest of Figure 2(b)).
+    drops : pandas.DataFrame
+        The plateau table, with columns ``("below_lloyd_at", "OH")`` and ``("below_lloyd_at", "BN")``.
+    margin : int
+        Steps (at least the validation interval: a drop is only seen at validation steps).
 
     Returns
     -------
@@ -283,11 +291,41 @@ def convergence_finding(summary: pd.DataFrame, d: int) -> Finding:
 
     Examples
     --------
-    >>> index = pd.MultiIndex.from_tuples([(4, "oh", "l2"), (4, "bn", "l2")], names=["d", "scheme", "omega"])
-    >>> convergence_finding(pd.DataFrame({"steps_to_converge": [300.0, 1600.0]}, index=index), 4).value
-    'steps to 90% of the improvement at d = 4 (L2): OH 300, BN 1600'
+    >>> columns = pd.MultiIndex.from_product([["below_lloyd_at"], ["BN", "OH"]])
+    >>> drops = pd.DataFrame([[2700.0, 1800.0], [2000.0, 1900.0], [float("nan"), 3000.0]],
+    ...                      index=["base", "d=8", "lr=0.03"], columns=columns)
+    >>> finding = convergence_finding(drops, margin=200)
+    >>> finding.verdict, finding.value
+    ('partly', 'first step below one Lloyd step, OH vs BN: base 1800 vs 2700; d=8 1900 vs 2000; lr=0.03 3000 vs never (margin 200 steps)')
+    >>> finding.report
+    'OH faster in 2 of 3 configurations, 1 inconclusive (within 200 steps or neither drops) -> partly'
     """
-    speed = summary["steps_to_converge"]
-    oh_steps, bn_steps = speed[(d, "oh", "l2")], speed[(d, "bn", "l2")]
-    return Finding(f"steps to 90% of the improvement at d = {d} (L2): OH {oh_steps:.0f}, BN {bn_steps:.0f}",
-                   verdict(bn_steps - oh_steps > 0), check="OH reaches 90% of its improvement in fewer steps than BN")
+    check_table(drops, "drops", [("below_lloyd_at", "OH"), ("below_lloyd_at", "BN")])
+    check_int(margin, "margin")
+    outcomes, parts = [], []
+    for label, row in drops.iterrows():
+        oh, bn = row[("below_lloyd_at", "OH")], row[("below_lloyd_at", "BN")]
+        if math.isnan(oh) and math.isnan(bn):
+            outcome = "inconclusive"
+        elif math.isnan(bn) or (not math.isnan(oh) and bn - oh >= margin):
+            outcome = "reproduced"
+        elif math.isnan(oh) or oh - bn >= margin:
+            outcome = "not reproduced"
+        else:
+            outcome = "inconclusive"
+        outcomes.append(outcome)
+        parts.append(f"{label} {_step(oh)} vs {_step(bn)}")
+    overall = combine(outcomes)
+    faster, slower, open_ = (outcomes.count(v) for v in ("reproduced", "not reproduced", "inconclusive"))
+    tail = ", ".join(t for t in (f"{slower} slower" if slower else "",
+                                 f"{open_} inconclusive (within {margin} steps or neither drops)" if open_ else "")
+                     if t)
+    return Finding(f"first step below one Lloyd step, OH vs BN: {'; '.join(parts)} (margin {margin} steps)", overall,
+                   check=f"in every configuration of the plateau table, OH below one Lloyd step at least {margin} "
+                         "steps before BN",
+                   report=f"OH faster in {faster} of {len(outcomes)} configurations"
+                          + (f", {tail}" if tail else "") + f" -> {overall}")
+
+
+def _step(value) -> str:
+    return "never" if math.isnan(value) else f"{value:.0f}"

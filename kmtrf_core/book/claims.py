@@ -76,7 +76,8 @@ CLAIMS: dict[str, Claim] = {
         "Proposition H.1, Eq. 9", "06_smoothing", trained=False),
 
     "lipschitz_bound": Claim(
-        "The Lipschitz bound of Theorem 3.1 holds above measured constants, and OH's is below BN's.",
+        "The Lipschitz bound of Theorem 3.1 holds above measured constants, and OH's constant is below BN's "
+        "(in the bound, and in our measurements).",
         "Theorem 3.1 / I.2", "07_lipschitz", trained=False),
 
     "learned_step": Claim(
