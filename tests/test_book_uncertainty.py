@@ -55,6 +55,7 @@ def test_combine():
     assert combine(["reproduced"]) == "reproduced"
     assert combine(["reproduced", "not reproduced"]) == "partly"
     assert combine(["inconclusive", "inconclusive"]) == "inconclusive"
+    assert combine(["not reproduced", "inconclusive"]) == "not reproduced"  # one check fails, none holds
     assert combine(["not reproduced"]) == "not reproduced"
     with pytest.raises(ValueError, match="verdicts"):
         combine([])

@@ -29,9 +29,9 @@ uses myst-nb's `glue`), so the page shows what the build that produced it comput
 reproduced* when none does. Where a check compares two models, or a model with one Lloyd step, it
 is decided on a 95% bootstrap interval over held-out tasks and seeds, with the margin it states: a
 check holds only when the whole interval is on its side, fails only when the whole interval is on
-the other, and is *inconclusive* otherwise (a claim whose checks are all failed or inconclusive, some
-of them inconclusive, is *inconclusive*). The chapters are moving to this rule one comparison at a
-time; the value of a check that uses it shows its interval.
+the other, and is *inconclusive* otherwise. A claim none of whose checks holds is *not reproduced*
+when one of them fails, and *inconclusive* when all are undecided. The chapters are moving to this
+rule one comparison at a time; the value of a check that uses it shows its interval.
 
 Claims about learned layers are the ones most sensitive to scale. At the `book` profile a layer
 stops training only once it beats one Lloyd step on its validation tasks and its best validation

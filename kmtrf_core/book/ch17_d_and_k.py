@@ -10,17 +10,19 @@ The padding is the paper room's (:func:`~kmtrf_core.evaluate.pad_tasks`,
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..evaluate import trajectory_table
 from ..training import TrainConfig  # noqa: F401  (the doctests use it)
-from .claims import Finding, verdict
-from .heldout import eval_tasks, ratio_at, transfer_trajectories  # noqa: F401  (eval_tasks: the doctests)
+from .claims import Finding
+from .heldout import eval_tasks, task_ratios, transfer_trajectories  # noqa: F401  (eval_tasks: the doctests)
+from .uncertainty import combine, compare
 
 __all__ = ["padding_finding", "size_transfer"]
 
 
-def size_transfer(layers: dict, tests: dict, steps: int, exact=("own",)) -> pd.DataFrame:
+def size_transfer(layers: dict, tests: dict, steps: int, exact=("own",), per_task: bool = False):
     """Layers of several sizes on tasks of several sizes (chapter 17), as one trajectory table.
 
     Parameters
@@ -36,11 +38,15 @@ def size_transfer(layers: dict, tests: dict, steps: int, exact=("own",)) -> pd.D
         Clustering steps ``T``.
     exact : sequence of str
         Labels of layers used only at their own size.
+    per_task : bool
+        Also return the per-task ratios behind the table, for :func:`padding_finding`.
 
     Returns
     -------
     pandas.DataFrame
-        :func:`~kmtrf_core.evaluate.trajectory_table` rows with a ``scheme`` column.
+        :func:`~kmtrf_core.evaluate.trajectory_table` rows with a ``scheme`` column; with
+        ``per_task``, a pair ``(table, samples)``, ``samples[(test, scheme, label)]`` the ratios
+        ``(T + 1, S, B)`` of :func:`~kmtrf_core.book.heldout.task_ratios`.
 
     Examples
     --------
@@ -52,7 +58,7 @@ def size_transfer(layers: dict, tests: dict, steps: int, exact=("own",)) -> pd.D
     >>> sorted(set(zip(table.test, table.model)))
     [('d=1', 'wide'), ('d=2', 'own'), ('d=2', 'wide')]
     """
-    frames = []
+    frames, samples = [], {}
     for test, (X, C) in tests.items():
         d, k = X.shape[-1], C.shape[-2]
         schemes = {scheme for by_scheme in layers.values() for scheme in by_scheme}
@@ -67,28 +73,38 @@ def size_transfer(layers: dict, tests: dict, steps: int, exact=("own",)) -> pd.D
                 if fits:
                     entries[label] = entry
             if entries:
-                table = trajectory_table(transfer_trajectories(entries, X, C, steps), X, C, test=test)
+                trajectories = transfer_trajectories(entries, X, C, steps)
+                table = trajectory_table(trajectories, X, C, test=test)
                 table.insert(0, "scheme", scheme)
                 frames.append(table)
-    return pd.concat(frames, ignore_index=True)
+                if per_task:
+                    for label, values in task_ratios(trajectories, X, C).items():
+                        samples[(test, scheme, label)] = values
+    table = pd.concat(frames, ignore_index=True)
+    return (table, samples) if per_task else table
 
 
-def padding_finding(table, own: str, wide: str, test: str, steps: int, tolerance: float = 0.05) -> Finding:
+def padding_finding(samples: dict, own: str, wide: str, test: str, steps: int, tolerance: float = 0.05) -> Finding:
     """Chapter 17's verdict: is the wide layer on padded tasks within ``tolerance`` of the layer trained there?
+
+    Per scheme, after step 1 and after step ``T``: the wide layer's per-task ratios to Lloyd against
+    ``1 + tolerance`` times the own layer's, on the same tasks. The check holds when the 95% interval
+    of the difference is entirely below 0, fails when it is entirely above, and is inconclusive
+    otherwise (:func:`~kmtrf_core.book.uncertainty.compare`).
 
     Parameters
     ----------
-    table : pandas.DataFrame
-        :func:`~kmtrf_core.evaluate.trajectory_table` rows with a ``scheme`` column; models
-        labelled ``own`` and ``wide``.
+    samples : dict
+        ``(test, scheme, label)`` -> per-task ratios ``(T + 1, S, B)`` (:func:`size_transfer` with
+        ``per_task=True``).
     own, wide : str
         The two model labels.
     test : str
         The test (task size) where both layers apply.
     steps : int
-        ``T``: the checks are after step 1 and after step ``T``, per scheme.
+        ``T``.
     tolerance : float
-        Allowed relative excess of the wide layer's ratio to Lloyd over the own layer's.
+        Allowed relative excess of the wide layer's ratio over the own layer's.
 
     Returns
     -------
@@ -96,20 +112,36 @@ def padding_finding(table, own: str, wide: str, test: str, steps: int, tolerance
 
     Examples
     --------
-    >>> table = pd.DataFrame({"scheme": "bn", "model": ["own", "wide"] * 2, "member": 0,
-    ...                       "test": "d=4", "step": [1, 1, 2, 2], "ratio": [0.9, 0.92, 0.8, 0.9]})
-    >>> padding_finding(table, "own", "wide", "d=4", 2).verdict
-    'partly'
+    >>> import numpy as np
+    >>> tasks = 1 + 0.02 * np.random.default_rng(0).standard_normal((3, 2, 128))
+    >>> worse_at_step1 = np.array([1.0, 1.2, 1.0])[:, None, None]
+    >>> samples = {("d=4", "bn", "own"): tasks, ("d=4", "bn", "wide"): tasks * worse_at_step1}
+    >>> finding = padding_finding(samples, "own", "wide", "d=4", 2)
+    >>> finding.verdict, finding.report
+    ('partly', '1 of 2 checks within 5% (95% intervals), 1 not -> partly')
     """
-    picked = table[(table.test == test) & table.model.isin([own, wide])]
-    ratios = ratio_at(picked, sorted({1, steps}), by=("scheme", "model"))
-    ok, parts = 0, []
-    for scheme in ratios.index.get_level_values("scheme").unique():
-        for column in ratios.columns:
-            mine, theirs = ratios.loc[(scheme, own), column], ratios.loc[(scheme, wide), column]
-            ok += bool(theirs <= mine * (1 + tolerance))
-            parts.append(f"{scheme.upper()} {column}: {theirs:.3f} vs {mine:.3f}")
-    total = len(parts)
-    return Finding(f"{test}, wide vs own: " + "; ".join(parts), verdict(ok, total),
-                   check=f"the wide layer within {tolerance:.0%} of the own layer, per scheme, after 1 and T steps",
-                   report=f"{ok} of {total} checks within {tolerance:.0%} -> {verdict(ok, total)}")
+    schemes = sorted({scheme for (name, scheme, label) in samples if name == test and label == own})
+    outcomes, parts = {}, []
+    for scheme in schemes:
+        for step in sorted({1, steps}):
+            mine, theirs = samples[(test, scheme, own)][step], samples[(test, scheme, wide)][step]
+            outcome = compare(theirs, mine * (1 + tolerance))
+            key = f"{scheme.upper()} step{step}"
+            outcomes[key] = outcome
+            parts.append(f"{key}: {_mean(theirs):.3f} vs {_mean(mine):.3f} ({outcome.text()} vs +{tolerance:.0%})")
+    verdicts = [c.verdict for c in outcomes.values()]
+    result = combine(verdicts)
+    ok, lost = verdicts.count("reproduced"), verdicts.count("not reproduced")
+    open_ = verdicts.count("inconclusive")
+    tail = ", ".join(t for t in (f"{lost} not" if lost else "", f"{open_} inconclusive" if open_ else "") if t)
+    return Finding(f"{test}, wide vs own: " + "; ".join(parts), result,
+                   check=f"the wide layer within {tolerance:.0%} of the own layer, per scheme, after 1 and T steps "
+                         "(95% interval of wide - (1 + tolerance) own below 0)",
+                   report=f"{ok} of {len(verdicts)} checks within {tolerance:.0%} (95% intervals)"
+                          + (f", {tail}" if tail else "") + f" -> {result}",
+                   uncertainty="; ".join(f"{key}: {c.text()}" for key, c in outcomes.items()))
+
+
+def _mean(values) -> float:
+    """Median over seeds of the mean over tasks (the tables' statistic)."""
+    return float(np.median(values.mean(axis=-1)))

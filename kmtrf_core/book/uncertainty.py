@@ -187,15 +187,15 @@ def compare(a, b, margin: float = 0.0, **options) -> Comparison:
 
 
 def combine(verdicts) -> str:
-    """One verdict from several checks' verdicts.
+    """One verdict from several checks' verdicts (a claim that needs every check to hold).
 
-    All reproduced: ``"reproduced"``; some reproduced and some not (or
-    undecided): ``"partly"``; none reproduced and every one decided:
-    ``"not reproduced"``; otherwise ``"inconclusive"``.
+    All reproduced: ``"reproduced"``; some reproduced and the others not (or
+    undecided): ``"partly"``; none reproduced and at least one that fails:
+    ``"not reproduced"``; all undecided: ``"inconclusive"``.
 
     >>> combine(["reproduced", "reproduced"]), combine(["reproduced", "inconclusive"])
     ('reproduced', 'partly')
-    >>> combine(["not reproduced", "not reproduced"]), combine(["not reproduced", "inconclusive"])
+    >>> combine(["not reproduced", "inconclusive"]), combine(["inconclusive", "inconclusive"])
     ('not reproduced', 'inconclusive')
     """
     verdicts = list(verdicts)
@@ -206,6 +206,6 @@ def combine(verdicts) -> str:
         return "reproduced"
     if any(v in ("reproduced", "partly") for v in verdicts):
         return "partly"
-    if all(v == "not reproduced" for v in verdicts):
+    if any(v == "not reproduced" for v in verdicts):
         return "not reproduced"
     return "inconclusive"
