@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -53,8 +54,30 @@ def test_the_one_dimension_claim_is_judged_on_the_probe_when_there_is_one():
     summary = pd.DataFrame({"final": [0.9, 0.95, 1.3, 1.2]}, index=["oh", "bn", "sc", "na"])
     table = pd.DataFrame({"step1": [0.9, 0.95, 1.35, 1.2]}, index=summary.index)
     sens = pd.DataFrame({"scheme": ["oh", "bn", "sc", "na"], "order_gap": [1.5, 1.6, 0.9, 0.0]})
-    seeds = pd.DataFrame({"scheme": ["bn", "gc"], "seed": [0, 0], "final": [0.95, 0.96]})
-    assert codes_findings(summary, table, sens, seeds)["one_dimension_learns"].verdict == "not reproduced"
-    found = codes_findings(summary, table, sens, seeds, probe={"final": 0.98, "step1": 0.99})
+    tasks = 0.95 + 0.05 * np.random.default_rng(0).standard_normal((2, 128))
+    held_out = {"bn": tasks, "gc": tasks + 0.001}
+    assert codes_findings(summary, table, sens, held_out)["one_dimension_learns"].verdict == "not reproduced"
+    found = codes_findings(summary, table, sens, held_out, probe={"final": 0.98, "step1": 0.99})
     assert found["one_dimension_learns"].verdict == "reproduced"
     assert "probe" in found["one_dimension_learns"].value and "1.300" in found["one_dimension_learns"].value
+
+
+
+def test_gray_order_is_an_equivalence_shown_on_the_same_tasks():
+    import pandas as pd
+
+    from kmtrf_core.book.ch16_codes import GRAY_MARGIN, codes_findings
+
+    summary = pd.DataFrame({"final": [0.9, 0.95, 0.95, 1.2]}, index=["oh", "bn", "gc", "na"])
+    table = pd.DataFrame({"step1": [0.9, 0.95, 0.95, 1.2]}, index=summary.index)
+    sens = pd.DataFrame({"scheme": ["oh", "bn", "gc", "na"], "order_gap": [1.5, 1.6, 1.6, 0.0]})
+    rng = np.random.default_rng(1)
+    tasks = 0.95 + 0.05 * rng.standard_normal((3, 256))
+
+    def gray(gc):
+        return codes_findings(summary, table, sens, {"bn": tasks, "gc": gc})["gray_order"]
+
+    assert gray(tasks + 0.005).verdict == "reproduced"
+    assert gray(tasks + 0.1).verdict == "not reproduced"
+    noisy = gray(0.95 + 0.3 * rng.standard_normal((3, 256)))  # another layer's tasks errors: too wide to tell
+    assert noisy.verdict == "inconclusive" and f"margin {GRAY_MARGIN:g}" in noisy.value

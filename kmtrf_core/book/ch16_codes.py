@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -28,8 +29,9 @@ from ..training import TrainConfig
 from ..validation import check_int
 from .claims import Finding, verdict
 from .heldout import eval_tasks, ratio_at  # noqa: F401  (eval_tasks: the doctests)
+from .uncertainty import equivalent
 
-__all__ = ["code_table", "codes_findings", "order_sensitivity", "spectral_gammas"]
+__all__ = ["GRAY_MARGIN", "code_table", "codes_findings", "order_sensitivity", "spectral_gammas"]
 
 
 def _fmt(values: dict, fmt: str = "{:.3f}") -> str:
@@ -167,7 +169,11 @@ def order_sensitivity(model, X: torch.Tensor, C: torch.Tensor, permutations: int
     return pd.DataFrame(rows, columns=["member", "order_gap", "loss_spread"])
 
 
-def codes_findings(summary, table, sensitivity, per_seed, probe=None) -> dict:
+GRAY_MARGIN = 0.02
+"""How close (in ratio to Lloyd after one step) Gray-coded BN must be to BN to count as the same quality."""
+
+
+def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, margin: float = GRAY_MARGIN) -> dict:
     """Chapter 16's verdicts: which embeddings learn, whether one dimension is enough, order and Gray codes.
 
     Parameters
@@ -179,11 +185,16 @@ def codes_findings(summary, table, sensitivity, per_seed, probe=None) -> dict:
         :func:`code_table` (``step1``: held-out ratio to Lloyd after one step).
     sensitivity : pandas.DataFrame
         :func:`order_sensitivity` rows with a ``scheme`` column.
-    per_seed : pandas.DataFrame
-        The last relative validation loss per ``scheme`` and ``seed`` (columns ``scheme, seed, final``).
+    held_out : dict
+        ``"bn"`` and ``"gc"`` -> per-task ratios to Lloyd after one step on the same held-out tasks
+        ``(S, B)`` (:func:`~kmtrf_core.book.heldout.task_ratios`). Gray order counts as harmless
+        when the 95% interval of GC - BN lies inside ``[-margin, margin]``
+        (:func:`~kmtrf_core.book.uncertainty.equivalent`).
     probe : dict, optional
         ``{"final": ..., "step1": ...}`` of a longer-trained scalar-code layer (the probe). The
         one-dimension claim is then judged on it, the longest-trained layer, and both are reported.
+    margin : float
+        The equivalence margin of ``gray_order`` (:data:`GRAY_MARGIN`).
 
     Returns
     -------
@@ -196,9 +207,9 @@ def codes_findings(summary, table, sensitivity, per_seed, probe=None) -> dict:
     >>> summary = pd.DataFrame({"final": [0.9, 0.95, 0.94, 0.97, 1.1]}, index=["oh", "bn", "gc", "sc", "na"])
     >>> table = pd.DataFrame({"step1": [0.9, 0.95, 0.94, 0.97, 1.1]}, index=summary.index)
     >>> sens = pd.DataFrame({"scheme": ["oh", "bn", "gc", "sc", "na"], "order_gap": [.2, .3, .3, .4, 1e-7]})
-    >>> seeds = pd.DataFrame({"scheme": ["bn", "bn", "gc", "gc"], "seed": [0, 1, 0, 1],
-    ...                       "final": [0.94, 0.96, 0.95, 0.97]})
-    >>> {key: f.verdict for key, f in codes_findings(summary, table, sens, seeds).items()}
+    >>> tasks = 0.95 + 0.05 * np.random.default_rng(0).standard_normal((3, 256))
+    >>> held_out = {"bn": tasks, "gc": tasks + 0.002}
+    >>> {key: f.verdict for key, f in codes_findings(summary, table, sens, held_out).items()}
     {'codes_needed': 'reproduced', 'one_dimension_learns': 'reproduced', 'code_order': 'reproduced', 'gray_order': 'reproduced'}
     """
     final = summary["final"]
@@ -232,11 +243,16 @@ def codes_findings(summary, table, sensitivity, per_seed, probe=None) -> dict:
         verdict(order_ok, len([s for s in coded if s in gaps]) + 1),
         check="every coded layer's step moves under relabelling (above 10x NA's and 0.01), NA's does not",
         report=f"order gap (median over members, in Lloyd steps): {_fmt(gaps.to_dict(), '{:.3g}')}")
-    spans = per_seed[per_seed.scheme.isin(["bn", "gc"])].groupby("scheme").final.agg(["min", "max"])
-    overlap = bool(len(spans) == 2 and spans["min"].max() <= spans["max"].min())
+    same = equivalent(held_out["gc"], held_out["bn"], margin)
     gray = Finding(
-        f"final over seeds: BN {spans.loc['bn', 'min']:.3f}-{spans.loc['bn', 'max']:.3f}, "
-        f"Gray {spans.loc['gc', 'min']:.3f}-{spans.loc['gc', 'max']:.3f}" if len(spans) == 2 else "missing runs",
-        verdict(overlap), check="the seed ranges of BN and Gray-coded BN overlap",
-        report=f"BN and Gray-coded BN seed ranges overlap: {overlap}")
+        f"after one step on held-out tasks: Gray {_median_mean(held_out['gc']):.3f}, BN "
+        f"{_median_mean(held_out['bn']):.3f}; GC - BN {same.text()}", same.verdict,
+        check=f"the 95% interval of GC - BN (ratio to Lloyd after one step, the same tasks) inside +-{margin:g}",
+        report=f"Gray-coded BN and BN the same within {margin:g}: {same.text()} -> {same.verdict}",
+        uncertainty=same.text())
     return {"codes_needed": needed, "one_dimension_learns": one, "code_order": order, "gray_order": gray}
+
+
+def _median_mean(values) -> float:
+    """Median over seeds of the mean over tasks (the statistic the intervals are about)."""
+    return float(np.median(np.asarray(values, dtype=float).reshape(-1, np.shape(values)[-1]).mean(axis=1)))

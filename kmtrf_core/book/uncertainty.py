@@ -14,6 +14,8 @@ numbers:
   below ``-margin``, ``"not reproduced"`` when it lies above, and
   ``"inconclusive"`` when it contains ``-margin``; ``b`` may be a number (a
   threshold such as one Lloyd step, 1);
+* :func:`equivalent`: the verdict of "``a`` and ``b`` are the same within
+  ``margin``": ``"reproduced"`` only when the whole interval lies inside it;
 * :func:`combine`: one verdict from several checks.
 
 The samples are per-task ratios, ``(S, B)`` for ``S`` seeds and ``B`` tasks
@@ -28,7 +30,7 @@ import numpy as np
 
 from ..validation import check_int, check_number
 
-__all__ = ["Comparison", "INTERVAL_LEVEL", "RESAMPLES", "bootstrap_interval", "combine", "compare"]
+__all__ = ["Comparison", "INTERVAL_LEVEL", "RESAMPLES", "bootstrap_interval", "combine", "compare", "equivalent"]
 
 INTERVAL_LEVEL = 0.95
 """The confidence level of every interval the book states."""
@@ -180,6 +182,46 @@ def compare(a, b, margin: float = 0.0, **options) -> Comparison:
     elif high < -margin:
         outcome = "reproduced"
     elif low > -margin:
+        outcome = "not reproduced"
+    else:
+        outcome = "inconclusive"
+    return Comparison(difference, low, high, float(margin), outcome)
+
+
+def equivalent(a, b, margin: float, **options) -> Comparison:
+    """Are ``a`` and ``b`` the same within ``margin``? Decided on the bootstrap interval of ``a - b``.
+
+    ``"reproduced"`` when the whole 95% interval lies inside ``[-margin, margin]`` (an equivalence
+    shown, not just no difference found), ``"not reproduced"`` when it lies entirely outside it,
+    ``"inconclusive"`` otherwise. Arguments as in :func:`compare`.
+
+    >>> rng = np.random.default_rng(3)
+    >>> tasks = 1 + 0.1 * rng.standard_normal(512)
+    >>> equivalent(tasks + 0.001 * rng.standard_normal(512), tasks, margin=0.02).verdict
+    'reproduced'
+    >>> equivalent(tasks + 0.1, tasks, margin=0.02).verdict
+    'not reproduced'
+    >>> equivalent(1 + 0.1 * rng.standard_normal(64), tasks, margin=0.02).verdict  # unpaired and few: too wide
+    'inconclusive'
+    """
+    check_number(margin, "margin")
+    a_samples = _samples(a, "a")
+    if np.ndim(b) == 0:
+        if isinstance(b, bool) or not np.isfinite(b_value := float(b)):
+            raise ValueError(f"b must be per-task values or a finite number, got {b!r}")
+        value, lo, hi = bootstrap_interval(a_samples, **options)
+        difference, low, high = value - b_value, lo - b_value, hi - b_value
+    else:
+        b_samples = _samples(b, "b")
+        if b_samples.shape == a_samples.shape:
+            difference, low, high = bootstrap_interval(a_samples, minus=b_samples, **options)
+        else:  # different tasks: compare the two intervals' ends (unpaired, conservative)
+            va, la, ha = bootstrap_interval(a_samples, **options)
+            vb, lb, hb = bootstrap_interval(b_samples, **options)
+            difference, low, high = va - vb, la - hb, ha - lb
+    if -margin <= low and high <= margin:
+        outcome = "reproduced"
+    elif high < -margin or low > margin:
         outcome = "not reproduced"
     else:
         outcome = "inconclusive"
