@@ -2,6 +2,7 @@
 train nothing outside it."""
 
 import ast
+import dataclasses
 import json
 
 import math
@@ -35,9 +36,10 @@ def test_at_the_book_profile_every_verdict_group_trains_until_flat_past_the_plat
         if group.early:
             assert group.chapter == "9" and group.name.startswith(("ablation", "figure17"))
             continue
-        if group.probe:  # a longer fixed budget than any verdict group's, on purpose
-            assert group.base.until_flat is None
-            assert group.base.steps > max(g.base.steps for g in catalog.groups.values() if not g.probe)
+        if group.probe:  # at least twice the cap of every verdict group, one seed, on purpose
+            assert group.base.until_flat is None and len(group.base.seeds) == 1, group.name
+            assert group.base.steps >= 2 * max(g.base.steps for g in catalog.groups.values()
+                                               if not g.probe and not g.early and g.name != "openq_ffn"), group.name
             continue
         assert group.base.until_flat is not None, group.name
         # at lr 0.01 the plateau ends between step 1000 and 2400 at these sizes (chapter 9)
@@ -200,7 +202,8 @@ def test_part_three_reuses_the_runs_of_parts_one_and_two():
     new = {cached_path(c).name for name, g in catalog.groups.items() if name.startswith("openq")
            for c in g.configs()} - {cached_path(c).name for name, g in catalog.groups.items()
                                     if not name.startswith("openq") for c in g.configs()}
-    assert len(new) == 10  # gc, sc, 2 unrolled, 2 annealed, 1 block, 2 trimmed, the SC probe: Part III's own runs
+    # gc, sc, 2 unrolled, 2 annealed, 1 block, 2 trimmed, the SC and the trimmed probes: Part III's own runs
+    assert len(new) == 11
 
 
 TRAINING = {"train", "train_cached", "sweep", "parallel_sweep", "train_many", "TrainConfig", "layer_for"}
@@ -241,3 +244,29 @@ def test_chapters_get_their_layers_from_the_catalog(path):
 ])
 def test_the_catalog_check_sees_training_however_it_is_spelled(code):
     assert _trains_outside_the_catalog(code)
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_every_chapter_with_trained_claims_has_a_probe(profile):
+    # a verdict short of "reproduced" on trained layers needs a probe (claims.record refuses it otherwise)
+    from kmtrf_core.book.claims import CLAIMS
+
+    catalog = book_catalog(profile)
+    probed = {group.chapter for group in catalog.groups.values() if group.probe}
+    assert {"9", "10", "13", "15", "16", "21"} <= probed
+    trained = {claim.chapter for claim in CLAIMS.values() if claim.trained}
+    for chapter in trained:  # the notebook of each passes a probe group to record()
+        text = (BOOK / f"{chapter}.ipynb").read_text()
+        assert "probe" in text and "record(" in text, chapter
+
+
+def test_a_probe_report_reads_its_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
+    from kmtrf_core.book.catalog import probe_group
+
+    group = probe_group("tiny_probe", dataclasses.replace(TINY, until_flat=0.02, seeds=(1, 2)), "9", "a test")
+    assert group.base.steps == 4 and group.base.seeds == (1,)
+    line = group.runs().probe_report()
+    assert line.startswith("tiny_probe (one seed, 4 steps): relative validation loss ") and "at step 2" in line
+    with pytest.raises(ValueError, match="not a probe"):
+        RunGroup("g", TINY, {"scheme": ["oh"]}, "9", "test").runs().probe_report()

@@ -39,11 +39,23 @@ def test_record_returns_the_claim_and_validates(monkeypatch):
 
 
 class _FakeRuns:
-    def __init__(self, counts):
+    def __init__(self, counts, probe=False):
         self.counts = counts
+        self.group = type("Group", (), {"probe": probe})()
 
     def rests_on(self):
         return self.counts
+
+
+@pytest.mark.parametrize("outcome", ["partly", "not reproduced", "inconclusive"])
+def test_a_verdict_short_of_reproduced_needs_a_longer_probe(monkeypatch, outcome):
+    monkeypatch.setenv("KMTRF_PROFILE", "quick")
+    capped = _FakeRuns({"cap 5000, above Lloyd": 2})
+    with pytest.raises(ValueError, match="needs a longer probe"):
+        record("cauchy_gap", Finding("factor 2", outcome), runs=capped)
+    out = record("cauchy_gap", Finding("factor 2", outcome), runs=[capped, _FakeRuns({"probe 10000": 1}, probe=True)])
+    assert out["rests_on"] == "2 cap 5000, above Lloyd; 1 probe 10000"
+    assert record("cauchy_gap", Finding("factor 12", "reproduced"), runs=capped)["verdict"] == "reproduced"
 
 
 def test_a_claim_about_trained_layers_needs_its_runs(monkeypatch):

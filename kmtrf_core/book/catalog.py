@@ -105,6 +105,24 @@ class Catalog:
         return train_many(self.configs(), **options)
 
 
+def probe_group(name: str, config: TrainConfig, chapter: str, about: str, steps: int | None = None) -> RunGroup:
+    """A probe of ``config``: its first seed, trained a fixed ``steps`` (default twice its cap), no stop rule.
+
+    The check that a verdict short of "reproduced" is not an artifact of the budget: the ledger
+    (:func:`~kmtrf_core.book.claims.record`) refuses such a verdict on trained layers without a probe.
+
+    >>> group = probe_group("demo_probe", TrainConfig(d=2, k=3, n=16, steps=500, seeds=(3, 4), until_flat=0.02),
+    ...                     "9", "a test")
+    >>> group.probe, group.base.steps, group.base.seeds, group.base.until_flat
+    (True, 1000, (3,), None)
+    """
+    steps = 2 * config.steps if steps is None else steps
+    base = dataclasses.replace(config, steps=steps, seeds=(config.seeds[0],), until_flat=None, min_steps=0,
+                               snapshots=False)
+    return RunGroup(name, base, {"steps": [steps]}, chapter, f"{about}, trained {steps} steps, one seed (the probe)",
+                    probe=True)
+
+
 def _figure2a_base(sizes) -> TrainConfig:
     """Chapter 9's Figure 2(a) setting, weights kept at every validation; Part III shares its runs."""
     return TrainConfig.from_sizes(sizes, d=sizes.fig2a_d, lr=0.01, gamma=1.0, snapshots=True)
@@ -119,12 +137,15 @@ def _training_groups(sizes) -> list:
     """Chapter 9: Figure 2, the plateau study and the Appendix F ablations."""
     base = _figure2a_base(sizes)
     plain = dataclasses.replace(base, snapshots=False)
+    few = tuple(sizes.few_seeds)  # Figure 2(b) draws curves; no verdict rests on it
     early = dataclasses.replace(plain, steps=sizes.ablation_steps, until_flat=None, min_steps=0)
     groups = [
         RunGroup("figure2a", base, {"tau": sizes.fig2a_taus, **SIX_CURVES}, "9",
                  "Figure 2(a): tau, six curves; weights kept at every validation (the plateau study)"),
-        RunGroup("figure2b", dataclasses.replace(plain, tau=sizes.fig2b_tau), {"d": sizes.fig2b_ds, **SIX_CURVES},
-                 "9", "Figure 2(b): the dimension, six curves"),
+        RunGroup("figure2b", dataclasses.replace(plain, tau=sizes.fig2b_tau, seeds=few),
+                 {"d": sizes.fig2b_ds, **SIX_CURVES}, "9", "Figure 2(b): the dimension, six curves"),
+        probe_group("training_probe", dataclasses.replace(plain, tau=0.1, omega="l2", scheme="bn"), "9",
+                    "the BN layer of Figure 2(a) at tau 0.1 (L2)"),
     ]
     for name, values in sizes.plateau.items():
         groups.append(RunGroup(f"plateau_{name}", dataclasses.replace(plain, tau=0.1, omega="l2"),
@@ -152,7 +173,7 @@ def _training_groups(sizes) -> list:
 def _section4_groups(section4, cauchy, landscape) -> list:
     """Chapters 10-14: the Section 4 layers, and the layers of the loss landscapes."""
     base = _section4_base(section4)
-    return [
+    groups = [
         RunGroup("section4_schemes", base, {"scheme": list(PAPER_SCHEMES), "omega": list(OMEGAS)}, "10",
                  "Section 4 layers on the normal family, every embedding and regularized min (chapters 10, 11)"),
         RunGroup("section4_families", base,
@@ -160,7 +181,12 @@ def _section4_groups(section4, cauchy, landscape) -> list:
                  "layers trained on each task family (chapters 11, 13, 14: the L2 ones)"),
         RunGroup("landscape", TrainConfig.from_sizes(landscape, omega="l2"),
                  {"d": landscape.ds, "scheme": ["oh", "bn"]}, "12", "the layers whose loss surfaces chapter 12 draws"),
+        probe_group("section4_probe", dataclasses.replace(base, scheme="bn"), "10",
+                    "the Section 4 BN layer on the normal family"),
+        probe_group("cauchy_probe", dataclasses.replace(_section4_base(section4, family="cauchy"), scheme="bn"),
+                    "13", "the Section 4 BN layer on the cauchy family"),
     ]
+    return groups
 
 
 def _realdata_groups(sizes) -> list:
@@ -172,12 +198,8 @@ def _realdata_groups(sizes) -> list:
         groups.append(RunGroup(
             f"realdata_{name}", base, {"family": ["normal", MIXED_FAMILIES], "anisotropic": [False, True]}, "15",
             f"layers for {name} (d={d}, k={k}), one per training recipe (BN, L2)"))
-        if name == sizes.datasets[0]:  # the longer probe: is the verdict a budget artifact?
-            probe = dataclasses.replace(base, steps=sizes.probe_steps, until_flat=None, min_steps=0)
-            groups.append(RunGroup(
-                "realdata_probe", probe, {"steps": [sizes.probe_steps]}, "15",
-                f"the {name} plain layer trained {sizes.probe_steps} steps, not until flat (the probe)",
-                probe=True))
+        groups.append(probe_group(f"realdata_probe_{name}", base, "15", f"the plain {name} layer",
+                                  steps=sizes.probe_steps))
     return groups
 
 
@@ -211,12 +233,12 @@ def _openq_groups(training, section4, openq) -> list:
         RunGroup("openq_ffn", dataclasses.replace(bn, steps=bn.steps if bn.until_flat is None else bn.steps * 3 // 2),
                  {"ffn": [openq.ffn]}, "19",
                  f"the BN layer with a feedforward block of width {openq.ffn} (without it: openq_codes)"),
-        RunGroup("openq_probe", dataclasses.replace(base, scheme="sc", steps=openq.probe_steps, until_flat=None,
-                                                    min_steps=0),
-                 {"steps": [openq.probe_steps]}, "16",
-                 f"the scalar-code layer trained {openq.probe_steps} steps, not until flat (the probe)", probe=True),
+        probe_group("openq_probe", dataclasses.replace(base, scheme="sc"), "16", "the scalar-code layer",
+                    steps=openq.probe_steps),
         RunGroup("openq_cauchy", cauchy, {"trim": [0.0, openq.trim], "scheme": ["oh", "bn"]}, "21",
                  f"layers trained on Cauchy tasks with the paper's loss and a {openq.trim:g}-trimmed one"),
+        probe_group("openq_trim_probe", dataclasses.replace(cauchy, trim=openq.trim, scheme="bn"), "21",
+                    f"the BN layer trained on Cauchy tasks with the {openq.trim:g}-trimmed loss"),
     ]
 
 

@@ -282,7 +282,9 @@ def record(claim_id: str, finding: Finding, runs=None) -> "Record":
         The catalog runs the verdict rests on (:class:`~kmtrf_core.book.catalog.Runs`); required for a
         claim about trained layers (``Claim.trained``). The ledger's "Rests on" column counts them by
         how they ended (:meth:`~kmtrf_core.book.catalog.Runs.rests_on`: flat below Lloyd, the cap,
-        a probe).
+        a probe). A verdict other than "reproduced" on trained layers must include a probe group
+        (:func:`~kmtrf_core.book.catalog.probe_group`: twice the cap, one seed), so that no negative
+        verdict rests on a budget that was too short.
 
     Returns
     -------
@@ -299,6 +301,13 @@ def record(claim_id: str, finding: Finding, runs=None) -> "Record":
     Traceback (most recent call last):
     ...
     ValueError: claim 'learned_step' rests on trained layers: pass the catalog runs it was measured on (runs=)
+    >>> class Fake:
+    ...     group = type("G", (), {"probe": False})()
+    ...     def rests_on(self): return {"cap 5000, above Lloyd": 1}
+    >>> record("learned_step", Finding("1.1", "not reproduced"), runs=Fake())
+    Traceback (most recent call last):
+    ...
+    ValueError: claim 'learned_step': a verdict of 'not reproduced' on trained layers needs a longer probe among its runs (a catalog probe group)
     """
     claim_id = check_choice(claim_id, "claim_id", CLAIMS)
     if not isinstance(finding, Finding):
@@ -308,6 +317,9 @@ def record(claim_id: str, finding: Finding, runs=None) -> "Record":
     if claim.trained and runs is None:
         raise ValueError(f"claim {claim_id!r} rests on trained layers: pass the catalog runs it was measured on "
                          "(runs=)")
+    if claim.trained and finding.verdict != VERDICTS[0] and not _has_probe(runs):
+        raise ValueError(f"claim {claim_id!r}: a verdict of {finding.verdict!r} on trained layers needs a longer probe "
+                         "among its runs (a catalog probe group)")
     value = finding.value.strip()
     profile = get_profile().name
     try:  # only inside an IPython kernel with myst-nb installed
@@ -324,6 +336,11 @@ def record(claim_id: str, finding: Finding, runs=None) -> "Record":
         pass
     return Record(claim=claim.text, source=claim.source, value=value, verdict=finding.verdict,
                   check=finding.check, rests_on=rests, profile=profile)
+
+
+def _has_probe(runs) -> bool:
+    groups = [runs] if hasattr(runs, "rests_on") else list(runs)
+    return any(getattr(getattr(group, "group", None), "probe", False) for group in groups)
 
 
 def rests_on(runs) -> str:

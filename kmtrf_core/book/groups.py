@@ -152,6 +152,35 @@ class Runs(Mapping):
             counts[label] = counts.get(label, 0) + 1
         return counts
 
+    def probe_report(self) -> str:
+        """What a probe group's run shows, in one line per run: its relative validation loss half-way
+        (where the verdict groups' cap is, for a probe of twice the cap) and at the end, and where
+        it first beat one Lloyd step.
+
+        >>> config = TrainConfig(d=2, k=3, n=16, steps=400, val_every=100)
+        >>> history = pd.DataFrame({"step": [0, 100, 200, 300, 400], "seed": 0,
+        ...                         "val_relative_loss": [1.7, 1.6, 1.5, 0.97, 0.95]})
+        >>> Runs(RunGroup("demo_probe", config, {"steps": [400]}, "9", "a test", probe=True),
+        ...      {(400,): Run(config, None, history)}).probe_report()
+        'demo_probe (one seed, 400 steps): relative validation loss 1.500 at step 200, 0.950 at step 400; below one Lloyd step from step 300'
+        """
+        if not self.group.probe:
+            raise ValueError(f"group {self.group.name!r} is not a probe")
+        lines = []
+        for run in self._runs.values():
+            curve = run.history.dropna(subset=["val_relative_loss"]).groupby("step").val_relative_loss.median()
+            if curve.empty:
+                raise ValueError(f"probe {self.group.name!r} has no validation")
+            last = int(curve.index[-1])
+            half = curve[curve.index <= last // 2]
+            below = curve[curve < 1]
+            lines.append(
+                f"{self.group.name} ({'one seed' if len(run.config.seeds) == 1 else f'{len(run.config.seeds)} seeds'}, "
+                f"{last} steps): relative validation loss {half.iloc[-1]:.3f} at step {int(half.index[-1])}, "
+                f"{curve.iloc[-1]:.3f} at step {last}; "
+                + (f"below one Lloyd step from step {int(below.index[0])}" if len(below) else "never below one Lloyd step"))
+        return "\n".join(lines)
+
     def stops(self) -> str:
         """Why the runs ended, in one line: how many beat Lloyd and were flat, how many reached the cap.
 
