@@ -91,15 +91,21 @@ def test_family_summary_and_finding():
     assert oh.cauchy_trained_median_ratio == 3.0
     assert oh.other_trained_median_ratio == pytest.approx((0.5 * 16 + 2.0 * 4) / 20)
     assert oh.cauchy_test_row_ratio == 2.0 and oh.block_4x4_cells_beating_lloyd == 16
-    finding = family_finding(summary, 20)
+    noise = 0.02 * np.random.default_rng(0).standard_normal((3, 64))
+    samples = {(train, test, scheme): matrix.loc[test, train] * (0.5 if scheme == "bn" else 1) + noise
+               for train in FAMILIES for test in FAMILIES for scheme in ("oh", "bn")}
+    finding = family_finding(summary, 20, samples)
     assert finding.verdict == "reproduced"
-    assert finding.value == ("32 of 32 OH/BN cells of the non-cauchy 4x4 block beat Lloyd after "
-                             "20 steps; cauchy-trained layers worse than the others: True")
+    assert finding.value == ("32 of 32 OH/BN cells of the non-cauchy 4x4 block below Lloyd after 20 steps on 95% "
+                             "intervals (32 below, 0 above, 0 inconclusive); cauchy-trained layers worse than "
+                             "the others: True")
     lines = finding.report.splitlines()
-    assert lines[0].endswith("True -> reproduced")
-    assert lines[1].endswith("False -> not reproduced")  # BN's cauchy row is at 1.0
-    assert family_finding(summary.assign(block_4x4_cells_beating_lloyd=0), 20).verdict == (
-        "not reproduced")
+    assert lines[0].endswith("True")
+    assert lines[1].endswith("False")  # BN's cauchy row is at 1.0
+    above = {key: value + 1 for key, value in samples.items()}
+    assert family_finding(summary, 20, above).verdict == "not reproduced"
+    samples[("normal", "gumbel", "bn")] = 1.0 + noise  # one cell inside the noise
+    assert family_finding(summary, 20, samples).verdict == "partly"
 
 
 def test_point_counts():
@@ -111,11 +117,14 @@ def test_point_counts():
 def test_length_finding():
     final = pd.DataFrame({"oh": [0.5, 0.8, 0.9], "bn": [0.6, 0.7, 1.0], "na": 5.0},
                          index=["n=8", "n=16", "n=32"])
-    finding = length_finding(final, [8, 16, 32], 16, 6)
-    assert finding.verdict == "partly"
-    assert finding.value == ("OH/BN beat Lloyd in 5 of 6 (n, embedding) cases, n = 8 to 32 for "
-                             "training n = 16")
+    noise = 0.02 * np.random.default_rng(1).standard_normal((2, 64))
+    samples = {(row, scheme): final.loc[row, scheme] + noise for row in final.index for scheme in ("oh", "bn")}
+    finding = length_finding(final, [8, 16, 32], 16, 6, samples)
+    assert finding.verdict == "partly"  # BN at n=32 sits on 1: inconclusive
+    assert finding.value == ("OH/BN below Lloyd in 5 of 6 (n, embedding) cases on 95% intervals (5 below, 0 above, "
+                             "1 inconclusive), n = 8 to 32 for training n = 16")
     assert "varies by a factor 2.00" in finding.report
-    assert length_finding(final[["oh", "bn"]] * 0.5, [8, 16, 32], 16, 6).verdict == "reproduced"
+    halved = {key: value * 0.5 for key, value in samples.items()}
+    assert length_finding(final[["oh", "bn"]] * 0.5, [8, 16, 32], 16, 6, halved).verdict == "reproduced"
     with pytest.raises(ValueError, match="points"):
-        length_finding(final, [8, 16], 16, 6)
+        length_finding(final, [8, 16], 16, 6, samples)

@@ -36,15 +36,23 @@ def test_family_training_finding():
     per_family = pd.DataFrame({"final_val_relative": [1.0, 2.0, 1.1, 0.9, 1.2],
                                "steps_to_converge": [20.0, 20.0, 30.0, 40.0, 20.0]},
                               index=list(FAMILIES))
-    finding = family_training_finding(per_family, 10)
+    noise = 0.02 * np.random.default_rng(0).standard_normal((3, 64))
+
+    def samples(values):
+        return {(family, scheme): value + noise for family, value in values.items() for scheme in ("oh", "bn")}
+
+    held = samples(per_family.final_val_relative)
+    finding = family_training_finding(per_family, 10, held)
     assert finding.verdict == "reproduced"
-    assert finding.value == ("median final relative validation loss: cauchy 2.00, others "
-                             "0.90 to 1.20")
+    assert finding.value.startswith("held-out ratio to one Lloyd step, own family: cauchy OH 2.00")
+    assert finding.value.endswith("cauchy worse in 8 of 8 (family, embedding) pairs on 95% intervals")
     assert finding.report.endswith("-> not reproduced (a tie at this validation interval)")
     faster = per_family.assign(steps_to_converge=[20.0, 10.0, 30.0, 40.0, 20.0])
-    assert family_training_finding(faster, 10).report.endswith("steps) -> reproduced")
-    better = per_family.assign(final_val_relative=[1.0, 1.1, 1.1, 0.9, 1.2])
-    assert family_training_finding(better, 10).verdict == "not reproduced"
+    assert family_training_finding(faster, 10, held).report.endswith("steps) -> reproduced")
+    better = samples(per_family.final_val_relative.replace(2.0, 1.1))  # cauchy ties gumbel, beats the rest
+    assert family_training_finding(per_family, 10, better).verdict == "partly"
+    best = samples(per_family.final_val_relative.replace(2.0, 0.5))
+    assert family_training_finding(per_family, 10, best).verdict == "not reproduced"
 
 
 def _landscape(gap, kmeans=10.0):

@@ -5,12 +5,14 @@ import pytest
 from kmtrf_core.book import get_profile
 from kmtrf_core.book.catalog import DATASET_SIZES, MIXED_FAMILIES, book_catalog
 from kmtrf_core.book.ch15_real_data import (
+    BROAD,
     DATASETS,
     RECIPES,
-    findings,
+    Comparison,
     load_dataset,
     realdata_findings,
     recipe_of,
+    start_ratios,
     summary_table,
 )
 from kmtrf_core.estimator import learned_config
@@ -57,35 +59,42 @@ def test_the_estimator_s_learned_layer_is_the_book_s_plain_layer(name):
     assert plain == [learned_config(d, k)]
 
 
-def _summary(plain_first, plain_last, broad_last):
+def _comparison(name, plain_first, plain_last, broad_last, starts=16, seed=0):
+    """A Comparison whose per-start ratios sit around the given means (small noise), steps 1 and 5."""
+    noise = 0.01 * np.random.default_rng(seed).standard_normal(starts)
     rows = []
-    for i, (first, last, broad) in enumerate(zip(plain_first, plain_last, broad_last)):
-        rows += [(f"set{i}", "plain", first, last), (f"set{i}", "families", 1.5, broad), (f"set{i}", "Lloyd", 1.0, 1.0)]
-    frame = pd.DataFrame(rows, columns=["dataset", "method", "ratio_step1", "ratio_step5"])
-    return frame.set_index(["dataset", "method"])
+    for method, first, last in (("plain", plain_first, plain_last), (BROAD, 1.5, broad_last), ("Lloyd", 1.0, 1.0)):
+        for start in range(starts):
+            extra = 0.0 if method == "Lloyd" else noise[start]
+            rows += [dict(dataset=name, method=method, start=start, step=1, ratio=first + extra, inertia=1.0),
+                     dict(dataset=name, method=method, start=start, step=5, ratio=last + extra, inertia=1.0)]
+    return Comparison(pd.DataFrame(rows), pd.DataFrame())
 
 
-def test_findings_count_data_sets_where_the_layer_is_ahead():
-    out = findings(_summary([0.9, 1.1, 0.8], [1.2, 0.95, 1.0], [1.1, 1.0, 0.9]), steps=5)
-    assert out["datasets"] == 3
-    assert out["plain_first"] == 2 and out["plain_last"] == 1  # a ratio of exactly 1 is not ahead
-    assert out["broad_better"] == 2
-    assert out["best"] == {"set0": "families", "set1": "plain", "set2": "families"}
+def test_start_ratios_read_each_start_in_order():
+    out = start_ratios([_comparison("a", 0.9, 0.8, 0.7, starts=3)], "plain", 5)
+    assert list(out) == ["a"] and out["a"].shape == (3,) and np.allclose(out["a"].mean(), 0.8, atol=0.02)
+    with pytest.raises(ValueError, match="no method"):
+        start_ratios([_comparison("a", 0.9, 0.8, 0.7)], "none", 5)
 
 
-def test_realdata_findings_verdicts_follow_the_counts():
-    ahead = _summary([0.9, 0.8], [0.9, 0.9], [1.1, 1.1])
-    behind = _summary([1.1, 1.2], [1.1, 1.3], [1.2, 1.4])
+def test_realdata_findings_are_decided_on_intervals_over_starts():
+    ahead = [_comparison("set0", 0.9, 0.9, 0.85), _comparison("set1", 0.8, 0.9, 0.95)]
+    behind = [_comparison("set0", 1.1, 1.1, 1.2), _comparison("set1", 1.2, 1.3, 1.4)]
     finals = pd.DataFrame({"dataset": ["set0", "set0", "set1"], "lloyd_matches_kmeans": [True, False, True]})
-    out = realdata_findings(ahead, behind, finals, steps=5, starts=4)
+    out = realdata_findings(ahead, behind, finals, steps=5, starts=16)
     assert out["estimator_equals_kmeans"].verdict == "partly"  # set0 differs from one start
     assert out["realdata_first_step"].verdict == "partly"  # ahead from k-means++, behind from random
-    assert out["recipe_transfers"].verdict == "not reproduced"
-    assert "random starts" in out["realdata_first_step"].value and out["realdata_many_steps"].report
-    out = realdata_findings(ahead, ahead, finals.iloc[[0, 2]], steps=5, starts=4)
+    assert out["recipe_transfers"].verdict == "partly"  # the broad recipe wins on set0, loses on set1
+    assert "random starts" in out["realdata_first_step"].report and out["realdata_many_steps"].report
+    out = realdata_findings(ahead, ahead, finals.iloc[[0, 2]], steps=5, starts=16)
     assert {claim: f.verdict for claim, f in out.items()} == {
         "estimator_equals_kmeans": "reproduced", "realdata_first_step": "reproduced",
-        "realdata_many_steps": "reproduced", "recipe_transfers": "not reproduced"}
+        "realdata_many_steps": "reproduced", "recipe_transfers": "partly"}
+    level = [_comparison("set0", 1.0, 1.0, 1.0)]  # on Lloyd and on plain: inside the noise
+    out = realdata_findings(level, level, finals.iloc[[0]], steps=5, starts=16)
+    assert out["realdata_first_step"].verdict == "inconclusive"
+    assert out["recipe_transfers"].verdict == "not reproduced"  # not below plain by the margin
 
 
 def test_summary_table_is_the_median_over_starts():
@@ -93,6 +102,5 @@ def test_summary_table_is_the_median_over_starts():
                           "ratio": [0.5, 0.9, 2.0], "inertia": [1.0, 1.0, 1.0]})
     finals = pd.DataFrame({"dataset": "a", "method": "plain", "start": [0, 1, 2], "ari": [0.1, 0.2, 0.3],
                            "nmi": [0.1, 0.2, 0.3], "inertia": [1.0, 1.0, 1.0], "clusters": [3, 3, 3], "seconds": [1.0, 1.0, 1.0]})
-    from kmtrf_core.book.ch15_real_data import Comparison
     table = summary_table([Comparison(paths, finals)])
     assert np.isclose(table.loc[("a", "plain"), "ratio_step1"], 0.9)

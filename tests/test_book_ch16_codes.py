@@ -54,12 +54,17 @@ def test_the_one_dimension_claim_is_judged_on_the_probe_when_there_is_one():
     summary = pd.DataFrame({"final": [0.9, 0.95, 1.3, 1.2]}, index=["oh", "bn", "sc", "na"])
     table = pd.DataFrame({"step1": [0.9, 0.95, 1.35, 1.2]}, index=summary.index)
     sens = pd.DataFrame({"scheme": ["oh", "bn", "sc", "na"], "order_gap": [1.5, 1.6, 0.9, 0.0]})
-    tasks = 0.95 + 0.05 * np.random.default_rng(0).standard_normal((2, 128))
-    held_out = {"bn": tasks, "gc": tasks + 0.001}
-    assert codes_findings(summary, table, sens, held_out)["one_dimension_learns"].verdict == "not reproduced"
-    found = codes_findings(summary, table, sens, held_out, probe={"final": 0.98, "step1": 0.99})
+    noise = 0.02 * np.random.default_rng(0).standard_normal((2, 128))
+    held_out = {scheme: value + noise for scheme, value in table.step1.items()}
+    held_out["gc"] = held_out["bn"] + 0.001
+    found = codes_findings(summary, table, sens, held_out)
+    assert found["one_dimension_learns"].verdict == "not reproduced"
+    assert found["codes_needed"].verdict == "partly"  # SC above 1; OH, BN, GC below; NA above
+    found = codes_findings(summary, table, sens, held_out, probe={"final": 0.98, "samples": 0.9 + noise[:1]})
     assert found["one_dimension_learns"].verdict == "reproduced"
     assert "probe" in found["one_dimension_learns"].value and "1.300" in found["one_dimension_learns"].value
+    level = codes_findings(summary, table, sens, held_out, probe={"final": 0.98, "samples": 1.0 + noise[:1]})
+    assert level["one_dimension_learns"].verdict == "inconclusive"
 
 
 
@@ -75,7 +80,8 @@ def test_gray_order_is_an_equivalence_shown_on_the_same_tasks():
     tasks = 0.95 + 0.05 * rng.standard_normal((3, 256))
 
     def gray(gc):
-        return codes_findings(summary, table, sens, {"bn": tasks, "gc": gc})["gray_order"]
+        return codes_findings(summary, table, sens, {"oh": tasks, "na": tasks + 0.3, "bn": tasks, "gc": gc})[
+            "gray_order"]
 
     assert gray(tasks + 0.005).verdict == "reproduced"
     assert gray(tasks + 0.1).verdict == "not reproduced"

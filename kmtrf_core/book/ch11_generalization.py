@@ -7,6 +7,7 @@ the evaluation are the paper room's (:mod:`kmtrf_core.tasks`,
 
 * :func:`scheme_layers`, :func:`family_generalization`: the layers, and the
   train-family x test-family evaluation behind Figures 8 and 18 (chapter 14 reads it too);
+* :func:`family_samples`: the same evaluation per task, for the intervals of the verdicts;
 * :func:`ratio_table`: the median ratio to Lloyd after the first and the last step;
 * :func:`shift_finding`, :func:`family_summary`, :func:`family_finding`,
   :func:`point_counts`, :func:`length_finding`: the readings and verdicts of
@@ -17,15 +18,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..evaluate import evaluate_models, final_ratios
+from ..evaluate import center_trajectory, evaluate_models, final_ratios
 from ..tasks import FAMILIES, SHIFTS, family_tasks
-from .claims import Finding, verdict
+from .claims import Finding
 from .groups import PAPER_SCHEMES
+from .heldout import task_ratios
 from .plotting import l2_label
 from .uncertainty import combine, compare
 
-__all__ = ["family_finding", "family_generalization", "family_summary", "length_finding", "point_counts",
-           "ratio_table", "scheme_layers", "shift_finding"]
+__all__ = ["cell_verdicts", "family_finding", "family_generalization", "family_samples", "family_summary",
+           "length_finding", "point_counts", "ratio_table", "scheme_layers", "shift_finding"]
 
 _OH_BN = ["oh", "bn"]
 
@@ -107,6 +109,62 @@ def family_generalization(catalog, schemes=PAPER_SCHEMES, families=FAMILIES, tas
               for family in families for scheme in schemes}
     tests = family_tasks(tasks, base.n, base.d, base.k, families=families, generator=seed, scale=base.scale)
     return evaluate_models(models, tests, steps, modes=modes)
+
+
+def family_samples(catalog, schemes=("oh", "bn"), families=FAMILIES, tasks: int = 64, steps: int = 20,
+                   seed: int = 30_000) -> dict:
+    """Per task, the ratio to Lloyd after ``steps`` re-embedded steps of every (training family, scheme) layer
+    on every test family: the samples behind the intervals of ``family_generalization`` (chapter 11).
+
+    The layers and the test tasks are those of :func:`family_generalization` (same ``seed``).
+
+    Returns
+    -------
+    dict
+        ``(train_family, test_family, scheme)`` -> float64 array ``(S, B)`` (seeds x tasks).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from unittest import mock
+    >>> from kmtrf_core.book.catalog import book_catalog
+    >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+    ...     samples = family_samples(book_catalog("quick"), schemes=("bn",), families=("normal", "cauchy"),
+    ...                              tasks=3, steps=1)
+    >>> sorted(samples)[0], samples[("normal", "cauchy", "bn")].shape
+    (('cauchy', 'cauchy', 'bn'), (2, 3))
+    """
+    group = catalog["section4_families"]
+    base = group.base
+    families, schemes = tuple(families), tuple(schemes)
+    tests = family_tasks(tasks, base.n, base.d, base.k, families=families, generator=seed, scale=base.scale)
+    out = {}
+    for (train, scheme) in [(family, scheme) for family in families for scheme in schemes]:
+        model = group.run(family=train, scheme=scheme, omega="l2").model
+        for test, (X, C) in tests.items():
+            ratios = task_ratios({"layer": center_trajectory(model, X, C, steps)}, X, C)["layer"]
+            out[(train, test, scheme)] = ratios[steps]
+    return out
+
+
+def cell_verdicts(samples: dict, threshold: float = 1.0) -> dict:
+    """Each cell's verdict on "below ``threshold``" (one Lloyd step), on its 95% interval over tasks and seeds.
+
+    ``samples``: cell -> per-task values ``(S, B)``; returns cell -> ``"reproduced"`` (interval
+    below), ``"not reproduced"`` (above) or ``"inconclusive"`` (:func:`~kmtrf_core.book.uncertainty.compare`).
+
+    >>> import numpy as np
+    >>> noise = 0.02 * np.random.default_rng(0).standard_normal(128)
+    >>> cell_verdicts({"a": 0.8 + noise, "b": 1.2 + noise, "c": 1.0 + noise})
+    {'a': 'reproduced', 'b': 'not reproduced', 'c': 'inconclusive'}
+    """
+    return {cell: compare(values, threshold).verdict for cell, values in samples.items()}
+
+
+def _tally(verdicts) -> str:
+    verdicts = list(verdicts)
+    return (f"{verdicts.count('reproduced')} below, {verdicts.count('not reproduced')} above, "
+            f"{verdicts.count('inconclusive')} inconclusive")
 
 
 def ratio_table(table, by=("test", "model")) -> pd.DataFrame:
@@ -253,53 +311,66 @@ def family_summary(matrices: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("embedding")
 
 
-def family_finding(summary, steps: int, families=FAMILIES) -> Finding:
+def family_finding(summary, steps: int, samples: dict, families=FAMILIES) -> Finding:
     """Figure 8: the cauchy column, the cauchy row, and the non-cauchy block (chapter 11).
+
+    Each OH/BN cell of the non-cauchy block counts as beating Lloyd when its 95% interval over
+    tasks and seeds is below 1 (:func:`cell_verdicts`); the verdict combines the cells
+    (:func:`~kmtrf_core.book.uncertainty.combine`: all below -> reproduced, some -> partly).
 
     Parameters
     ----------
     summary : pandas.DataFrame
-        From :func:`family_summary`.
+        From :func:`family_summary` (the column and row readings of the report).
     steps : int
         ``T``, for the text.
+    samples : dict
+        From :func:`family_samples`: ``(train_family, test_family, scheme)`` -> ``(S, B)``.
     families : sequence of str
-        The families of the matrices (for the number of block cells).
+        The families of the matrices.
 
     Returns
     -------
     Finding
         For the claim ``family_generalization``, whose verdict is that of the
-        block; the report gives all three checks.
+        block; the report gives all three readings.
 
     Examples
     --------
+    >>> import numpy as np
     >>> summary = pd.DataFrame({"cauchy_trained_median_ratio": [3.0, 4.0],
     ...     "other_trained_median_ratio": [0.8, 0.9], "cauchy_test_row_ratio": [1.5, 2.0],
-    ...     "block_4x4_cells_beating_lloyd": [16, 14]}, index=["OH:L2", "BN:L2"])
-    >>> finding = family_finding(summary, 20)
+    ...     "block_4x4_cells_beating_lloyd": [4, 3]}, index=["OH:L2", "BN:L2"])
+    >>> noise = 0.02 * np.random.default_rng(0).standard_normal((2, 64))
+    >>> fams = ("normal", "gumbel", "cauchy")
+    >>> samples = {(a, b, s): 0.8 + noise for a in fams for b in fams for s in ("oh", "bn")}
+    >>> samples[("gumbel", "normal", "bn")] = 1.0 + noise
+    >>> finding = family_finding(summary, 20, samples, families=fams)
     >>> finding.verdict, finding.report.splitlines()[-1]
-    ('partly', 'Lower-right 4x4 block: 30 of 32 (OH + BN) cells beat Lloyd after 20 steps -> partly')
+    ('partly', 'Lower-right 2x2 block, 95% intervals: 7 of 8 (OH + BN) cells below Lloyd after 20 steps (7 below, 0 above, 1 inconclusive) -> partly')
     """
     others = [f for f in families if f != "cauchy"]
-    cells = len(summary) * len(others) ** 2
     side = f"{len(others)}x{len(others)}"
+    block = {(train, test, scheme): samples[(train, test, scheme)]
+             for train in others for test in others for scheme in _OH_BN}
+    cells = cell_verdicts(block)
+    wins = sum(v == "reproduced" for v in cells.values())
+    outcome = combine(cells.values())
     column_worse = bool((summary.cauchy_trained_median_ratio
                          > summary.other_trained_median_ratio).all())
     row_loses = bool((summary.cauchy_test_row_ratio > 1).all())
-    wins = int(summary.block_4x4_cells_beating_lloyd.sum())
-    outcome = verdict(wins, cells)
     lines = [
-        f"Cauchy-trained layers worse than the others on median: {column_worse} "
-        f"-> {verdict(column_worse)}",
-        f"On cauchy tasks, layers trained elsewhere lose to Lloyd: {row_loses} "
-        f"-> {verdict(row_loses)}",
-        f"Lower-right {side} block: {wins} of {cells} (OH + BN) cells beat Lloyd after {steps} "
-        f"steps -> {outcome}",
+        f"Cauchy-trained layers worse than the others on median: {column_worse}",
+        f"On cauchy tasks, layers trained elsewhere lose to Lloyd (median): {row_loses}",
+        f"Lower-right {side} block, 95% intervals: {wins} of {len(cells)} (OH + BN) cells below Lloyd after "
+        f"{steps} steps ({_tally(cells.values())}) -> {outcome}",
     ]
-    value = (f"{wins} of {cells} OH/BN cells of the non-cauchy {side} block beat Lloyd after "
-             f"{steps} steps; cauchy-trained layers worse than the others: {column_worse}")
-    return Finding(value, outcome, check=f"every OH/BN cell of the non-cauchy {side} block below Lloyd",
-                   report="\n".join(lines))
+    value = (f"{wins} of {len(cells)} OH/BN cells of the non-cauchy {side} block below Lloyd after {steps} steps "
+             f"on 95% intervals ({_tally(cells.values())}); cauchy-trained layers worse than the others: "
+             f"{column_worse}")
+    return Finding(value, outcome, check=f"every OH/BN cell of the non-cauchy {side} block below Lloyd, its 95% "
+                                         "interval over tasks and seeds below 1", report="\n".join(lines),
+                   uncertainty=_tally(cells.values()))
 
 
 def point_counts(sizes, factors) -> list:
@@ -325,8 +396,11 @@ def point_counts(sizes, factors) -> list:
     return [max(sizes.k, int(round(factor * sizes.n))) for factor in factors]
 
 
-def length_finding(final, points, train_n: int, steps: int) -> Finding:
+def length_finding(final, points, train_n: int, steps: int, samples: dict) -> Finding:
     """Figure 12: do OH and BN beat Lloyd at every number of points? (chapter 11)
+
+    A case counts as beating Lloyd when its 95% interval over tasks and seeds is below 1
+    (:func:`cell_verdicts`); the verdict combines the cases.
 
     Parameters
     ----------
@@ -339,6 +413,8 @@ def length_finding(final, points, train_n: int, steps: int) -> Finding:
         Points per training task.
     steps : int
         ``T``, for the text.
+    samples : dict
+        ``(row of final, scheme)`` -> per-task ratios after ``steps`` steps ``(S, B)``, for OH and BN.
 
     Returns
     -------
@@ -348,27 +424,31 @@ def length_finding(final, points, train_n: int, steps: int) -> Finding:
 
     Examples
     --------
+    >>> import numpy as np
     >>> final = pd.DataFrame({"oh": [0.8, 0.9], "bn": [1.2, 0.6]}, index=["n=16", "n=64"])
-    >>> finding = length_finding(final, [16, 64], 32, 20)
+    >>> noise = 0.02 * np.random.default_rng(0).standard_normal((2, 64))
+    >>> samples = {(row, s): final.loc[row, s] + noise for row in final.index for s in ("oh", "bn")}
+    >>> finding = length_finding(final, [16, 64], 32, 20, samples)
     >>> finding.value, finding.verdict
-    ('OH/BN beat Lloyd in 3 of 4 (n, embedding) cases, n = 16 to 64 for training n = 32', 'partly')
+    ('OH/BN below Lloyd in 3 of 4 (n, embedding) cases on 95% intervals (3 below, 1 above, 0 inconclusive), n = 16 to 64 for training n = 32', 'partly')
     >>> print(finding.report.splitlines()[-1])
     Across n, the final ratio of OH/BN varies by a factor 2.00 (1 = the same at every n).
     """
     points = list(points)
     if len(points) != len(final):
         raise ValueError(f"points has {len(points)} entries for {len(final)} rows of final")
-    beat = [(test, scheme) for test in final.index for scheme in _OH_BN
-            if final.loc[test, scheme] < 1]
-    cases = len(_OH_BN) * len(points)
+    cells = cell_verdicts({(test, scheme): samples[(test, scheme)] for test in final.index for scheme in _OH_BN})
+    beat = sum(v == "reproduced" for v in cells.values())
     spread = float(final[_OH_BN].max().max() / final[_OH_BN].min().min())
-    outcome = verdict(len(beat), cases)
+    outcome = combine(cells.values())
     lines = [
-        f"OH/BN beat Lloyd after {steps} steps in {len(beat)} of {cases} (n, embedding) cases; "
-        f"paper: all -> {outcome}",
+        f"OH/BN below Lloyd after {steps} steps in {beat} of {len(cells)} (n, embedding) cases on 95% intervals "
+        f"({_tally(cells.values())}); paper: all -> {outcome}",
         f"Across n, the final ratio of OH/BN varies by a factor {spread:.2f} "
         f"(1 = the same at every n).",
     ]
-    value = (f"OH/BN beat Lloyd in {len(beat)} of {cases} (n, embedding) cases, "
-             f"n = {points[0]} to {points[-1]} for training n = {train_n}")
-    return Finding(value, outcome, check="OH and BN below Lloyd at every number of points", report="\n".join(lines))
+    value = (f"OH/BN below Lloyd in {beat} of {len(cells)} (n, embedding) cases on 95% intervals "
+             f"({_tally(cells.values())}), n = {points[0]} to {points[-1]} for training n = {train_n}")
+    return Finding(value, outcome, check="OH and BN below Lloyd at every number of points, each 95% interval over "
+                                         "tasks and seeds below 1", report="\n".join(lines),
+                   uncertainty=_tally(cells.values()))

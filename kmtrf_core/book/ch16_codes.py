@@ -29,7 +29,7 @@ from ..training import TrainConfig
 from ..validation import check_int
 from .claims import Finding, verdict
 from .heldout import eval_tasks, ratio_at  # noqa: F401  (eval_tasks: the doctests)
-from .uncertainty import equivalent
+from .uncertainty import combine, compare, equivalent
 
 __all__ = ["GRAY_MARGIN", "code_table", "codes_findings", "order_sensitivity", "spectral_gammas"]
 
@@ -186,12 +186,15 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
     sensitivity : pandas.DataFrame
         :func:`order_sensitivity` rows with a ``scheme`` column.
     held_out : dict
-        ``"bn"`` and ``"gc"`` -> per-task ratios to Lloyd after one step on the same held-out tasks
-        ``(S, B)`` (:func:`~kmtrf_core.book.heldout.task_ratios`). Gray order counts as harmless
-        when the 95% interval of GC - BN lies inside ``[-margin, margin]``
+        Scheme -> per-task ratios to Lloyd after one step on the same held-out tasks ``(S, B)``
+        (:func:`~kmtrf_core.book.heldout.task_ratios`), for every layer (at least ``"bn"`` and
+        ``"gc"``). ``codes_needed`` and ``one_dimension_learns`` are decided on their 95% intervals
+        (:func:`~kmtrf_core.book.uncertainty.compare` with 1); Gray order counts as harmless when the
+        95% interval of GC - BN lies inside ``[-margin, margin]``
         (:func:`~kmtrf_core.book.uncertainty.equivalent`).
     probe : dict, optional
-        ``{"final": ..., "step1": ...}`` of a longer-trained scalar-code layer (the probe). The
+        ``{"final": ..., "samples": ...}`` of a longer-trained scalar-code layer (the probe): its last
+        relative validation loss and its per-task ratios after one step on the same tasks. The
         one-dimension claim is then judged on it, the longest-trained layer, and both are reported.
     margin : float
         The equivalence margin of ``gray_order`` (:data:`GRAY_MARGIN`).
@@ -207,32 +210,48 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
     >>> summary = pd.DataFrame({"final": [0.9, 0.95, 0.94, 0.97, 1.1]}, index=["oh", "bn", "gc", "sc", "na"])
     >>> table = pd.DataFrame({"step1": [0.9, 0.95, 0.94, 0.97, 1.1]}, index=summary.index)
     >>> sens = pd.DataFrame({"scheme": ["oh", "bn", "gc", "sc", "na"], "order_gap": [.2, .3, .3, .4, 1e-7]})
-    >>> tasks = 0.95 + 0.05 * np.random.default_rng(0).standard_normal((3, 256))
-    >>> held_out = {"bn": tasks, "gc": tasks + 0.002}
+    >>> noise = 0.05 * np.random.default_rng(0).standard_normal((3, 256))
+    >>> held_out = {scheme: value + noise for scheme, value in table.step1.items()}
+    >>> held_out["gc"] = held_out["bn"] + 0.002
     >>> {key: f.verdict for key, f in codes_findings(summary, table, sens, held_out).items()}
     {'codes_needed': 'reproduced', 'one_dimension_learns': 'reproduced', 'code_order': 'reproduced', 'gray_order': 'reproduced'}
     """
     final = summary["final"]
     coded = [s for s in final.index if s != "na"]
-    learned = {s: final[s] for s in coded}
-    ok = int(sum(bool(final[s] < 1) for s in coded)) + int("na" not in final.index or final["na"] >= 1)
-    total = len(coded) + 1
+    below = {s: compare(held_out[s], 1.0) for s in coded if s in held_out}
+    checks = {s: c.verdict for s, c in below.items()}
+    if "na" in held_out:  # NA holds the claim when its interval is above 1
+        na = compare(held_out["na"], 1.0)
+        checks["na"] = {"reproduced": "not reproduced", "not reproduced": "reproduced"}.get(na.verdict, na.verdict)
+    outcome = combine(checks.values())
+    points = {s: _median_mean(held_out[s]) for s in [*below, *(["na"] if "na" in held_out else [])]}
     needed = Finding(
-        f"below one Lloyd step: {_fmt({s: v for s, v in learned.items() if v < 1}) or 'none'}; "
-        f"not: {_fmt({s: v for s, v in learned.items() if v >= 1}) or 'none'}; "
-        f"NA {final.get('na', float('nan')):.3f}",
-        verdict(ok, total), check="every embedding with codes below one Lloyd step, NA not",
-        report=f"final relative validation loss: {_fmt(final.to_dict())} -> {verdict(ok, total)}")
+        f"held-out ratio to one Lloyd step: {_fmt(points)} (95% intervals: "
+        + ", ".join(f"{s} {c.text()} from 1" for s, c in below.items())
+        + (f", na {na.text()} from 1" if "na" in held_out else "") + "); final relative validation loss "
+        f"{_fmt(final.to_dict())}",
+        outcome, check="every embedding with codes below one Lloyd step on held-out tasks, NA above, each 95% "
+                       "interval over tasks and seeds on its side of 1",
+        report=f"per embedding (the claim holds?): {checks} -> {outcome}",
+        uncertainty="; ".join(f"{s}: {c.text()}" for s, c in below.items()))
     sc = {"final": final.get("sc", math.nan), "step1": table["step1"].get("sc", math.nan)}
-    judged = sc if probe is None else probe
-    sc_checks = [bool(judged["final"] < 1), bool(judged["step1"] < 1)]
-    text = f"scalar codes (d + 1), until flat: final {sc['final']:.3f}, held-out step 1 {sc['step1']:.3f}"
-    if probe is not None:
-        text += f"; longer probe: final {probe['final']:.3f}, held-out step 1 {probe['step1']:.3f}"
-    one = Finding(text, verdict(sum(sc_checks), 2),
-                  check="the scalar-code layer below one Lloyd step on validation and on held-out tasks",
-                  report=f"scalar codes{'' if probe is None else ' (probe)'}: validation and held-out below 1: "
-                         f"{sc_checks}")
+    judged = held_out.get("sc") if probe is None else probe["samples"]
+    if judged is None:
+        one = Finding(f"no scalar-code layer: final {sc['final']:.3f}", "inconclusive",
+                      check="the scalar-code layer below one Lloyd step on held-out tasks (95% interval)")
+    else:
+        on = compare(judged, 1.0)
+        text = f"scalar codes (d + 1), stop rule: final {sc['final']:.3f}, held-out step 1 {sc['step1']:.3f}"
+        if probe is not None:
+            text += (f"; longer probe: final {probe['final']:.3f}, held-out step 1 {_median_mean(judged):.3f} "
+                     f"({on.text()} from 1)")
+        else:
+            text += f" ({on.text()} from 1)"
+        one = Finding(text, on.verdict,
+                      check="the scalar-code layer's ratio to one Lloyd step on held-out tasks below 1, its 95% "
+                            "interval entirely below (judged on the probe when there is one)",
+                      report=f"scalar codes{'' if probe is None else ' (probe)'}: held-out {on.text()} from 1 -> "
+                             f"{on.verdict}", uncertainty=on.text())
     gaps = sensitivity.groupby("scheme").order_gap.median()
     na_gap = gaps.get("na", 0.0)
     floor = max(10 * na_gap, 0.01)

@@ -135,7 +135,7 @@ class Comparison(NamedTuple):
                 f"({INTERVAL_LEVEL:.0%} CI; margin {self.margin:g})")
 
 
-def compare(a, b, margin: float = 0.0, **options) -> Comparison:
+def compare(a, b, margin: float = 0.0, *, paired: bool = True, **options) -> Comparison:
     """Is ``a`` below ``b`` by at least ``margin``? Decided on the bootstrap interval of ``a - b``.
 
     Parameters
@@ -147,6 +147,11 @@ def compare(a, b, margin: float = 0.0, **options) -> Comparison:
         the same order), or a number (a threshold: 1 is one Lloyd step).
     margin : float
         How much lower ``a`` must be to count (>= 0).
+    paired : bool
+        ``False`` when ``a`` and ``b`` were measured on different tasks (for example each
+        layer on its own family's tasks): the difference's interval then runs from the
+        low end of ``a``'s interval minus the high end of ``b``'s to the other two ends
+        (conservative: wider than a paired interval).
     **options
         Passed to :func:`bootstrap_interval` (``level``, ``resamples``, ``seed``).
 
@@ -167,6 +172,9 @@ def compare(a, b, margin: float = 0.0, **options) -> Comparison:
     'not reproduced'
     >>> compare(0.99 + 0.1 * rng.standard_normal(256), 1.0).verdict   # 0.99 +- 0.012: inside the noise
     'inconclusive'
+    >>> other = 1.2 + 0.1 * rng.standard_normal((2, 128))       # other tasks, other seeds: unpaired
+    >>> compare(tasks, other, paired=False).verdict
+    'reproduced'
     """
     check_number(margin, "margin", allow_zero=True)
     a_samples = _samples(a, "a")
@@ -175,6 +183,10 @@ def compare(a, b, margin: float = 0.0, **options) -> Comparison:
             raise ValueError(f"b must be per-task values or a finite number, got {b!r}")
         value, lo, hi = bootstrap_interval(a_samples, **options)
         difference, low, high = value - b_value, lo - b_value, hi - b_value
+    elif not paired:
+        va, la, ha = bootstrap_interval(a_samples, **options)
+        vb, lb, hb = bootstrap_interval(_samples(b, "b"), **options)
+        difference, low, high = va - vb, la - hb, ha - lb
     else:
         difference, low, high = bootstrap_interval(a_samples, minus=b, **options)
     if np.isinf(difference):  # a task diverged for one side only: that side does not beat the other
