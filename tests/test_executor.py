@@ -51,3 +51,15 @@ def test_train_many_reports_cached_trained_and_diverged(tmp_path, client):
     assert cached_path(bad, tmp_path).exists()  # a divergence is remembered, not retried
     again = train_many([good, bad], client=client, directory=tmp_path)
     assert again.status.tolist() == ["cached", "cached"]
+
+
+def _worker_environment():
+    import os
+
+    return {name: os.environ.get(name) for name in ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")}
+
+
+def test_the_local_workers_run_without_dasks_malloc_trim_threshold(client):
+    # Dask's default MALLOC_TRIM_THRESHOLD_=65536 made every training step about twice as slow
+    assert client.submit(_worker_environment, pure=False).result() == {"MALLOC_TRIM_THRESHOLD_": None,
+                                                                        "OMP_NUM_THREADS": "1"}

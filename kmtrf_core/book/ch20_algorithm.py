@@ -71,17 +71,21 @@ def algorithm_table(layers: dict, tests: dict, steps: int, *, betas, alphas, bat
     return pd.concat(frames, ignore_index=True)
 
 
-def algorithm_finding(table, step: int = 1, factor: float = 0.5) -> Finding:
+def algorithm_finding(table, step: int = 1, factor: float = 0.5, grids: dict | None = None) -> Finding:
     """Chapter 20's verdict: does a fitted Lloyd variant explain the learned step better than Lloyd's step?
 
     Per model and test at ``step`` (median over members), the best of soft k-means and relaxed Lloyd
-    must be closer than ``factor`` times the distance to Lloyd's step.
+    must be closer than ``factor`` times the distance to Lloyd's step. With ``grids``
+    (``{"soft": betas, "relaxed": alphas}``) the report names every fitted parameter (median over
+    members) that sits at an end of its grid: there the best fit may lie beyond the values tried,
+    and the distance is an upper bound.
 
     >>> table = pd.DataFrame({"model": "bn", "member": 0, "test": "normal", "step": 1,
-    ...     "algorithm": ["lloyd", "soft", "relaxed"], "parameter": [1.0, 30.0, 1.2],
+    ...     "algorithm": ["lloyd", "soft", "relaxed"], "parameter": [1.0, 30.0, 0.25],
     ...     "distance": [0.6, 0.2, 0.5]})
-    >>> algorithm_finding(table).verdict
-    'reproduced'
+    >>> finding = algorithm_finding(table, grids={"soft": [1, 30, 100], "relaxed": [0.25, 0.5]})
+    >>> finding.verdict, finding.report.splitlines()[-1]
+    ('reproduced', 'at a grid end (the best fit may lie beyond it): BN on normal: relaxed 0.25 (grid 0.25 to 0.5)')
     """
     at = table[table.step == step].groupby(["model", "test", "algorithm"]).distance.median().unstack("algorithm")
     best = at[["soft", "relaxed"]].min(axis=1)
@@ -89,6 +93,16 @@ def algorithm_finding(table, step: int = 1, factor: float = 0.5) -> Finding:
     ok = int(wins.sum())
     text = "; ".join(f"{str(model).upper()} on {test}: best variant {b:.2f}, Lloyd {l:.2f}"
                      for (model, test), b, l in zip(at.index, best, at["lloyd"]))
+    report = f"{ok} of {len(wins)} (model, family) pairs -> {verdict(ok, len(wins))}"
+    if grids:
+        fitted = (table[table.step == step].groupby(["model", "test", "algorithm"]).parameter.median()
+                  .unstack("algorithm"))
+        edges = [f"{str(model).upper()} on {test}: {name} {fitted.loc[(model, test), name]:g} "
+                 f"(grid {min(grid):g} to {max(grid):g})"
+                 for (model, test) in fitted.index for name, grid in grids.items()
+                 if name in fitted and fitted.loc[(model, test), name] in (min(grid), max(grid))]
+        report += "\n" + ("at a grid end (the best fit may lie beyond it): " + "; ".join(edges) if edges
+                          else "no fitted parameter at an end of its grid")
     return Finding(text, verdict(ok, len(wins)),
                    check=f"the best fitted variant closer than {factor:g} x Lloyd's step, every (model, family) pair",
-                   report=f"{ok} of {len(wins)} (model, family) pairs -> {verdict(ok, len(wins))}")
+                   report=report)

@@ -40,12 +40,18 @@ SCHEDULER_VAR = "KMTRF_SCHEDULER"
 """The environment variable that names a Dask scheduler address (``tcp://host:8786``)."""
 
 
+UNSET_MALLOC = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+"""The Dask setting that the local cluster unsets (see :func:`dask_client`)."""
+
+
 @contextlib.contextmanager
+
 def dask_client(scheduler=None, workers: int | None = None):
     """A ``distributed.Client``: to ``scheduler`` (or ``$KMTRF_SCHEDULER``), else to a new ``LocalCluster``.
 
     The local cluster has ``workers`` processes (default: one per core), one
-    thread each, its dashboard on a free port; it is closed on exit. A script that uses it needs the
+    thread each, its dashboard on a free port, and no ``MALLOC_TRIM_THRESHOLD_``
+    (Dask sets one by default, which slows training about twofold); it is closed on exit. A script that uses it needs the
     ``if __name__ == "__main__":`` guard (the workers are spawned processes).
 
     Parameters
@@ -66,6 +72,7 @@ def dask_client(scheduler=None, workers: int | None = None):
     3
     """
     # dask.distributed takes about a second to import; only parallel runs pay for it
+    import dask
     from distributed import Client, LocalCluster
 
     scheduler = scheduler or os.environ.get(SCHEDULER_VAR)
@@ -75,8 +82,12 @@ def dask_client(scheduler=None, workers: int | None = None):
         return
     workers = workers or os.cpu_count() or 1
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      env=env) as cluster, Client(cluster) as client:
+    # Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536; any fixed value turns off glibc's
+    # adaptive mmap threshold, and training (many small tensors) then ran 2.2x slower per step
+    # (52 vs 24 ms at the book's Figure 2 size, bench/README.md); unset it for our workers
+    with dask.config.set({UNSET_MALLOC: None}), \
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                         env=env) as cluster, Client(cluster) as client:
         yield client
 
 
