@@ -461,6 +461,7 @@ def compare_algorithms(
     alphas,
     batch: int,
     generator=None,
+    per_task: bool = False,
 ) -> pd.DataFrame:
     """Follow ``step`` for ``steps`` iterations and compare each of its steps with every reference algorithm.
 
@@ -502,6 +503,9 @@ def compare_algorithms(
         Sample size of mini-batch k-means, ``1 <= batch <= n``.
     generator : torch.Generator or int, optional
         Randomness of the mini-batches (an int is a seed; None is seed 0).
+    per_task : bool
+        Add a column ``task_norms``: per task, ``|step - reference|_F`` (a float64 array ``(B,)``;
+        ``distance`` is their sum over the summed Lloyd step lengths), for intervals over tasks.
 
     Returns
     -------
@@ -560,7 +564,10 @@ def compare_algorithms(
             for name in REFERENCES:
                 parameter, reference = references[name]
                 d = _distances(new, reference, lengths)
-                rows.append((t, name, parameter, _pooled(new, reference, lengths),
-                             float(torch.quantile(d.double(), 0.5))))
+                row = (t, name, parameter, _pooled(new, reference, lengths), float(torch.quantile(d.double(), 0.5)))
+                if per_task:
+                    row += ((new - reference).flatten(1).norm(dim=1).double().cpu().numpy(),)
+                rows.append(row)
             C = new
-    return pd.DataFrame(rows, columns=["step", "algorithm", "parameter", "distance", "distance_median"])
+    columns = ["step", "algorithm", "parameter", "distance", "distance_median"]
+    return pd.DataFrame(rows, columns=columns + (["task_norms"] if per_task else []))

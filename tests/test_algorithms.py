@@ -322,3 +322,17 @@ def test_bad_compare_inputs():
         compare_algorithms(lambda X, C: torch.full_like(C, float("nan")), X, C, 1, **opts)
     with pytest.raises(ValueError, match="grid"):
         compare_algorithms(lloyd_step, X, C, 1, betas=[], alphas=[1.0], batch=5)
+
+
+def test_compare_algorithms_keeps_per_task_norms_that_add_up_to_the_pooled_distance():
+    from kmtrf_core.algorithms import compare_algorithms, lloyd_step
+
+    X, C = sample_tasks(5, 30, 2, 3, generator=4, dtype=torch.float64)
+    table = compare_algorithms(lambda X, C: 0.5 * (C + lloyd_step(X, C)), X, C, 1, betas=[1.0, 10.0],
+                               alphas=[0.5, 1.0], batch=10, per_task=True)
+    stay = table.set_index("algorithm").loc["stay"]
+    lloyd = table.set_index("algorithm").loc["lloyd"]
+    assert stay.task_norms.shape == (5,)
+    # half of Lloyd's move: as far from Lloyd as from staying put, task by task
+    assert np.allclose(stay.task_norms, lloyd.task_norms) and stay.distance == pytest.approx(0.5)
+    assert "task_norms" not in compare_algorithms(lloyd_step, X, C, 1, betas=[1.0], alphas=[1.0], batch=10)

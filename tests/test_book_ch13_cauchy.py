@@ -110,3 +110,14 @@ def test_margin_report_and_cauchy_stands_out():
                                           [0.25, 0.03, 0.01, 0.2, 0.15]))
     assert not cauchy_stands_out(_margins([0.7, 0.2, 0.1, 0.6, 0.6],
                                           [0.25, 0.03, 0.13, 0.2, 0.15]))
+
+
+@pytest.mark.parametrize("cauchy, expected", [(8.0, "reproduced"), (3.0, "partly"), (0.25, "not reproduced"),
+                                              (0.5, "inconclusive")])
+def test_gap_finding_on_the_interval_of_the_factor(cauchy, expected):
+    rng = np.random.default_rng(0)
+    normal = 0.5 + 0.05 * rng.standard_normal(64)
+    samples = {"normal": normal, "cauchy": cauchy * (1 + 0.1 * rng.standard_normal(64))}  # factor 16, 6, 0.5, 1
+    finding = gap_finding({"normal": _landscape(0.5), "cauchy": _landscape(cauchy)}, samples)
+    assert finding.verdict == expected
+    assert "(95% CI over tasks)" in finding.value and finding.uncertainty.startswith("factor ")

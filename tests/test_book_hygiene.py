@@ -226,3 +226,36 @@ def test_api_page_documents_every_module():
     documented = set(re.findall(r"^\.\. automodule:: (\S+)", (BOOK / "api.md").read_text(), flags=re.M))
     assert modules - documented == set(), f"modules missing from book/api.md: {sorted(modules - documented)}"
     assert documented - modules == set(), f"book/api.md names unknown modules: {sorted(documented - modules)}"
+
+
+# --- "What we found": every number comes from the run ---------------------------------
+
+_QUOTED = re.compile(r"\{glue:[a-z]+\}`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|`[^`]*`|\{[a-z]+\}`[^`]*`", re.S)
+_CITED = re.compile(r"(?:Figures?|Sections?|[Cc]hapters?|Eqs?\.|Tables?|Appendix|Theorems?|Propositions?|"
+                    r"Definitions?|Part|Algorithm|Fig\.)\s+[A-Z]?\d+(?:\.\d+)?(?:\s*(?:and|to|,)\s*\d+)*")
+_NUMBER = re.compile(r"(?<![A-Za-z_])\d+(?:[.,]\d+)*%?")
+_LEVEL = re.compile(r"\b95% (?=interval|CI|confidence)")  # the stated confidence level, a method constant
+
+
+def _found_sections(nb_path: Path) -> list:
+    cells = [_source(c) for c in _read_nb(nb_path)["cells"] if c.get("cell_type") == "markdown"]
+    return [text for text in cells if text.lstrip().startswith("## What we found")]
+
+
+def _typed_numbers(text: str) -> list:
+    """Numbers in prose that are neither glued, math, code nor a citation of the paper."""
+    plain = _LEVEL.sub(" ", _CITED.sub(" ", _QUOTED.sub(" ", text)))
+    return _NUMBER.findall(plain)
+
+
+def test_the_typed_number_detector():
+    text = ("The layer reached {glue:text}`x:.3f` after $T = 10$ steps (Figure 7, Section 4 and chapter 16), "
+            "`probe_steps`, on its 95% interval; it was 0.93 at step 4000 and 12% faster.")
+    assert _typed_numbers(text) == ["0.93", "4000", "12%"]
+
+
+@nb_param
+def test_what_we_found_quotes_the_run(nb_path):
+    # issue 24, part 5: the paragraph cannot disagree with the ledger when its numbers are glued
+    for text in _found_sections(nb_path):
+        assert not _typed_numbers(text), f"{nb_path.name}: typed numbers in 'What we found': {_typed_numbers(text)}"

@@ -17,10 +17,11 @@ What a chapter computes lives in the module named after its notebook:
 ``tests/test_book_ch10_multistep.py`` (chapter 9's plateau section has a module of its own,
 :mod:`kmtrf_core.book.ch09_plateau`). Chapter modules do not import each other. A chapter
 without such a module computes nothing of its own beyond the paper room and the plumbing. Chapters import the plumbing as
-``from kmtrf_core.book import get_profile, record, timed``.
+``from kmtrf_core.book import get_profile, record, timed``; the numbers that a chapter's prose quotes are
+glued with :func:`~kmtrf_core.book.claims.glue_value`.
 """
 
-from .claims import CLAIMS, VERDICTS, Finding, Record, record, verdict
+from .claims import CLAIMS, VERDICTS, Finding, Record, glue_value, record, verdict
 from .profiles import PROFILES, Profile, Sizes, get_profile
 from .timing import Stopwatch, timed
 
@@ -34,6 +35,7 @@ __all__ = [
     "Sizes",
     "Stopwatch",
     "get_profile",
+    "glue_value",
     "record",
     "timed",
     "verdict",

@@ -32,7 +32,7 @@ from .profiles import get_profile
 from .uncertainty import combine, compare
 
 __all__ = ["CLAIMS", "CLAIM_COLUMNS", "MARGIN", "VERDICTS", "Claim", "Finding", "Record", "below_finding", "better_finding",
-           "claims_table", "progression", "record", "rests_on", "verdict", "versus_finding"]
+           "claims_table", "glue_value", "progression", "record", "rests_on", "verdict", "versus_finding"]
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive")
 
@@ -322,20 +322,53 @@ def record(claim_id: str, finding: Finding, runs=None) -> "Record":
                          "among its runs (a catalog probe group)")
     value = finding.value.strip()
     profile = get_profile().name
+    for key, text in (("value", value), ("verdict", finding.verdict), ("rests", rests), ("profile", profile)):
+        glue_value(f"{claim_id}_{key}", text)
+    return Record(claim=claim.text, source=claim.source, value=value, verdict=finding.verdict,
+                  check=finding.check, rests_on=rests, profile=profile)
+
+
+def glue_value(name: str, value) -> bool:
+    """Glue a number or a text for the book's prose (myst-nb), so that a paragraph quotes the run.
+
+    A chapter's "What we found" writes ``{glue:text}`name:.3f``` instead of a typed number. Outside
+    an IPython kernel with myst-nb (a script, the unit tests) this does nothing.
+
+    Parameters
+    ----------
+    name : str
+        The glue key: letters, digits and underscores.
+    value : str, int or float
+        A text (pasted as it is) or a number (formatted by the role's spec).
+
+    Returns
+    -------
+    bool
+        Whether it was glued.
+
+    >>> glue_value("ch16_sc_final", 1.04)   # outside a kernel: nothing to glue into
+    False
+    >>> glue_value("bad name", 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: name must be letters, digits and underscores, got 'bad name'
+    """
+    if not isinstance(name, str) or not name.replace("_", "").isalnum():
+        raise ValueError(f"name must be letters, digits and underscores, got {name!r}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (str, int, float, np.integer, np.floating)):
+        raise ValueError(f"value must be a text or a number, got {type(value).__name__}")
+    value = _Plain(value) if isinstance(value, str) else float(value) if isinstance(value, (float, np.floating)) \
+        else int(value)
     try:  # only inside an IPython kernel with myst-nb installed
         from IPython import get_ipython
 
-        if get_ipython() is not None:
-            from myst_nb import glue  # present where the book is built, not for a plain user
-
-            glue(f"{claim_id}_value", _Plain(value), display=False)
-            glue(f"{claim_id}_verdict", _Plain(finding.verdict), display=False)
-            glue(f"{claim_id}_rests", _Plain(rests), display=False)
-            glue(f"{claim_id}_profile", _Plain(profile), display=False)
+        if get_ipython() is None:
+            return False
+        from myst_nb import glue  # present where the book is built, not for a plain user
     except ImportError:
-        pass
-    return Record(claim=claim.text, source=claim.source, value=value, verdict=finding.verdict,
-                  check=finding.check, rests_on=rests, profile=profile)
+        return False
+    glue(name, value, display=False)
+    return True
 
 
 def _has_probe(runs) -> bool:

@@ -72,7 +72,7 @@ def dask_client(scheduler=None, workers: int | None = None):
     3
     """
     # dask.distributed takes about a second to import; only parallel runs pay for it
-    import dask
+    import dask  # its config, for the same reason
     from distributed import Client, LocalCluster
 
     scheduler = scheduler or os.environ.get(SCHEDULER_VAR)
