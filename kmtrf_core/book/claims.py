@@ -371,9 +371,13 @@ def glue_value(name: str, value) -> bool:
     return True
 
 
+def _run_groups(runs) -> list:
+    """``runs`` as a list of Runs: one Runs, or a sequence of them."""
+    return [runs] if hasattr(runs, "rests_on") else list(runs)
+
+
 def _has_probe(runs) -> bool:
-    groups = [runs] if hasattr(runs, "rests_on") else list(runs)
-    return any(getattr(getattr(group, "group", None), "probe", False) for group in groups)
+    return any(getattr(getattr(group, "group", None), "probe", False) for group in _run_groups(runs))
 
 
 def rests_on(runs) -> str:
@@ -397,7 +401,7 @@ def rests_on(runs) -> str:
     """
     if runs is None:
         return "no trained layer"
-    groups = [runs] if hasattr(runs, "rests_on") else list(runs)
+    groups = _run_groups(runs)
     counts: dict = {}
     for group in groups:
         if not hasattr(group, "rests_on"):

@@ -136,6 +136,13 @@ class Comparison(NamedTuple):
                 f"({INTERVAL_LEVEL:.0%} CI; margin {self.margin:g})")
 
 
+def _unpaired(a: np.ndarray, b: np.ndarray, **options) -> tuple:
+    """``a - b`` for values on different tasks: each side's interval, the difference's ends from opposite ends."""
+    va, la, ha = bootstrap_interval(a, **options)
+    vb, lb, hb = bootstrap_interval(b, **options)
+    return va - vb, la - hb, ha - lb
+
+
 def compare(a, b, margin: float = 0.0, *, paired: bool = True, **options) -> Comparison:
     """Is ``a`` below ``b`` by at least ``margin``? Decided on the bootstrap interval of ``a - b``.
 
@@ -185,9 +192,7 @@ def compare(a, b, margin: float = 0.0, *, paired: bool = True, **options) -> Com
         value, lo, hi = bootstrap_interval(a_samples, **options)
         difference, low, high = value - b_value, lo - b_value, hi - b_value
     elif not paired:
-        va, la, ha = bootstrap_interval(a_samples, **options)
-        vb, lb, hb = bootstrap_interval(_samples(b, "b"), **options)
-        difference, low, high = va - vb, la - hb, ha - lb
+        difference, low, high = _unpaired(a_samples, _samples(b, "b"), **options)
     else:
         difference, low, high = bootstrap_interval(a_samples, minus=b, **options)
     if np.isinf(difference):  # a task diverged for one side only: that side does not beat the other
@@ -229,9 +234,7 @@ def equivalent(a, b, margin: float, **options) -> Comparison:
         if b_samples.shape == a_samples.shape:
             difference, low, high = bootstrap_interval(a_samples, minus=b_samples, **options)
         else:  # different tasks: compare the two intervals' ends (unpaired, conservative)
-            va, la, ha = bootstrap_interval(a_samples, **options)
-            vb, lb, hb = bootstrap_interval(b_samples, **options)
-            difference, low, high = va - vb, la - hb, ha - lb
+            difference, low, high = _unpaired(a_samples, b_samples, **options)
     if -margin <= low and high <= margin:
         outcome = "reproduced"
     elif high < -margin or low > margin:
