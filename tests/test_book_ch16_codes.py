@@ -87,3 +87,43 @@ def test_gray_order_is_an_equivalence_shown_on_the_same_tasks():
     assert gray(tasks + 0.1).verdict == "not reproduced"
     noisy = gray(0.95 + 0.3 * rng.standard_normal((3, 256)))  # another layer's tasks errors: too wide to tell
     assert noisy.verdict == "inconclusive" and f"margin {GRAY_MARGIN:g}" in noisy.value
+
+
+def test_order_gaps_are_paired_per_task_and_average_to_the_sensitivity_table():
+    from kmtrf_core.book.ch16_codes import order_gaps
+
+    X, C = sample_tasks(6, 30, 2, 4, generator=2)
+    model = ClusterTransformer(2, 4, "bn", ensemble=2, generator=torch.Generator().manual_seed(3))
+    gaps, spread = order_gaps(model, X, C, permutations=3, seed=5)
+    assert gaps.shape == spread.shape == (2, 6)
+    table = order_sensitivity(model, X, C, permutations=3, seed=5)
+    assert np.allclose(table.order_gap, gaps.mean(axis=1)) and np.allclose(table.loss_spread, spread.mean(axis=1))
+    again, _ = order_gaps(model, X, C, permutations=3, seed=5)
+    assert np.array_equal(gaps, again)  # the same seed, the same relabellings
+
+
+def test_code_order_is_judged_against_each_layers_own_initialization():
+    import pandas as pd
+
+    from kmtrf_core.book.ch16_codes import ORDER_MARGIN, codes_findings
+
+    summary = pd.DataFrame({"final": [0.9, 0.95, 1.2]}, index=["oh", "bn", "na"])
+    table = pd.DataFrame({"step1": [0.9, 0.95, 1.2]}, index=summary.index)
+    sens = pd.DataFrame({"scheme": ["oh", "bn", "na"], "order_gap": [0.3, 0.3, 0.0]})
+    rng = np.random.default_rng(4)
+    noise = 0.02 * rng.standard_normal((3, 128))
+    held_out = {"oh": 0.9 + noise, "bn": 0.95 + noise, "gc": 0.95 + noise, "na": 1.2 + noise}
+
+    def order_verdict(trained, initial, na_gap=0.0):
+        sens_na = sens.assign(order_gap=[0.3, 0.3, na_gap])
+        order = {s: {"trained": trained + noise, "initial": initial + noise} for s in ("oh", "bn")}
+        return codes_findings(summary, table, sens_na, held_out, order=order)["code_order"]
+
+    assert order_verdict(0.3, 0.1).verdict == "reproduced"
+    # the coded layers' part fails, NA's holds: partly
+    assert order_verdict(0.3, 0.3).verdict == "partly"  # training changed nothing
+    assert order_verdict(0.3, 0.5).verdict == "partly"  # training made the layers less order-bound
+    assert order_verdict(0.3, 0.3 - ORDER_MARGIN / 2).verdict == "partly"  # within the margin
+    assert order_verdict(0.3, 0.1, na_gap=0.05).verdict == "partly"  # NA moved: its check fails
+    assert order_verdict(0.3, 0.5, na_gap=0.05).verdict == "not reproduced"
+    assert "initialization" in order_verdict(0.3, 0.1).value

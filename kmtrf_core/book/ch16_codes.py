@@ -6,7 +6,8 @@ This module holds:
 
 * :func:`spectral_gammas`, :func:`code_table`: each embedding's size, its
   layer's ratio to Lloyd and its Lipschitz bound at the trained weights;
-* :func:`order_sensitivity`: how much a layer's step depends on which code each center carries;
+* :func:`order_gaps`, :func:`order_sensitivity`: how much a layer's step depends on which code each
+  center carries, trained or at its initialization;
 * :func:`codes_findings`: the verdicts of ``codes_needed``, ``one_dimension_learns``,
   ``code_order`` and ``gray_order``.
 """
@@ -27,11 +28,12 @@ from ..model import check_model
 from ..tasks import sample_tasks  # noqa: F401  (the doctests use it)
 from ..training import TrainConfig
 from ..validation import check_int
-from .claims import Finding, verdict
+from .claims import Finding
 from .heldout import eval_tasks, ratio_at  # noqa: F401  (eval_tasks: the doctests)
 from .uncertainty import combine, compare, equivalent
 
-__all__ = ["GRAY_MARGIN", "code_table", "codes_findings", "order_sensitivity", "spectral_gammas"]
+__all__ = ["GRAY_MARGIN", "ORDER_MARGIN", "code_table", "codes_findings", "order_gaps", "order_sensitivity",
+           "spectral_gammas"]
 
 
 def _fmt(values: dict, fmt: str = "{:.3f}") -> str:
@@ -107,16 +109,74 @@ def code_table(layers: dict, config: TrainConfig, X: torch.Tensor, C: torch.Tens
     return pd.DataFrame(rows).set_index("scheme")
 
 
-def order_sensitivity(model, X: torch.Tensor, C: torch.Tensor, permutations: int, seed: int = 0) -> pd.DataFrame:
-    """How much a layer's step depends on which code each initial center carries.
+def order_gaps(model, X: torch.Tensor, C: torch.Tensor, permutations: int, seed: int = 0) -> tuple:
+    """Per member and task, how far relabelling the initial centers moves a layer's step.
 
     Relabel the initial centers by a random permutation ``pi``, apply the
     layer, undo the relabelling, and compare with the step from the original
     order: ``|F(X, C[pi])[pi^-1] - F(X, C)|_F / |Lloyd(X, C) - C|_F``, in
     units of Lloyd's step. Lloyd's algorithm and a layer without codes (NA)
     do not depend on the order (0 up to rounding); a layer with codes can.
-    Also the spread over the relabellings of each task's k-means loss after
-    the step, relative to its mean.
+    The permutations depend on ``seed`` only, so two layers given the same
+    ``seed`` see the same relabellings (a paired comparison).
+
+    Parameters
+    ----------
+    model : ClusterTransformer
+        Single layer or ensemble.
+    X, C : torch.Tensor
+        Held-out tasks ``(B, n, d)`` and ``(B, k, d)``.
+    permutations : int
+        Relabellings per task.
+    seed : int
+        Seed of the permutations.
+
+    Returns
+    -------
+    gaps : numpy.ndarray
+        ``(S, B)``: per member, per task, the mean gap over the relabellings.
+    spread : numpy.ndarray
+        ``(S, B)``: per member, per task, the standard deviation over the
+        relabellings of the k-means loss after the step, over its mean.
+
+    Examples
+    --------
+    >>> from kmtrf_core.model import ClusterTransformer
+    >>> X, C = sample_tasks(4, 20, 2, 3, generator=0)
+    >>> gaps, spread = order_gaps(ClusterTransformer(2, 3, "bn", ensemble=2), X, C, permutations=3, seed=1)
+    >>> gaps.shape, bool((gaps > 0).all())
+    ((2, 4), True)
+    """
+    model = check_model(model)
+    check_int(permutations, "permutations")
+    generator = torch.Generator().manual_seed(seed)
+    B, k = C.shape[0], C.shape[1]
+    perms = [torch.argsort(torch.rand(B, k, generator=generator), dim=1) for _ in range(permutations)]
+    all_gaps, all_spreads = [], []
+    with torch.no_grad():
+        step = lloyd_step(X, C)
+        scale = (step - C).flatten(1).norm(dim=1).clamp_min(torch.finfo(C.dtype).eps)  # (B,)
+        for layer in model.members():
+            base = layer(X, C)
+            gaps, losses = [], []
+            for perm in perms:  # (B, k)
+                inverse = torch.argsort(perm, dim=1)
+                shuffled = torch.gather(C, 1, perm[..., None].expand_as(C))
+                out = layer(X, shuffled)
+                back = torch.gather(out, 1, inverse[..., None].expand_as(out))
+                gaps.append((back - base).flatten(1).norm(dim=1) / scale)
+                losses.append(kmeans_objective(X, back))
+            losses = torch.stack(losses)  # (P, B)
+            all_gaps.append(torch.stack(gaps).mean(dim=0))
+            all_spreads.append(losses.std(dim=0, unbiased=False) / losses.mean(dim=0))
+    return (torch.stack(all_gaps).double().cpu().numpy(), torch.stack(all_spreads).double().cpu().numpy())
+
+
+def order_sensitivity(model, X: torch.Tensor, C: torch.Tensor, permutations: int, seed: int = 0) -> pd.DataFrame:
+    """How much a layer's step depends on which code each initial center carries, per member.
+
+    The means over tasks of :func:`order_gaps`: ``order_gap`` (in Lloyd steps)
+    and ``loss_spread`` (the spread of the loss over the relabellings, over its mean).
 
     Parameters
     ----------
@@ -132,9 +192,7 @@ def order_sensitivity(model, X: torch.Tensor, C: torch.Tensor, permutations: int
     Returns
     -------
     pandas.DataFrame
-        One row per member: ``member``, ``order_gap`` (mean over tasks and
-        relabellings), ``loss_spread`` (mean over tasks of the standard
-        deviation over relabellings of the loss, over its mean).
+        One row per member: ``member``, ``order_gap``, ``loss_spread``.
 
     Examples
     --------
@@ -144,36 +202,22 @@ def order_sensitivity(model, X: torch.Tensor, C: torch.Tensor, permutations: int
     >>> bool(table.order_gap.max() < 1e-4)
     True
     """
-    model = check_model(model)
-    check_int(permutations, "permutations")
-    generator = torch.Generator().manual_seed(seed)
-    B, k = C.shape[0], C.shape[1]
-    rows = []
-    with torch.no_grad():
-        step = lloyd_step(X, C)
-        scale = (step - C).flatten(1).norm(dim=1).clamp_min(torch.finfo(C.dtype).eps)  # (B,)
-        for member, layer in enumerate(model.members()):
-            base = layer(X, C)
-            gaps, losses = [], []
-            for _ in range(permutations):
-                perm = torch.argsort(torch.rand(B, k, generator=generator), dim=1)  # (B, k)
-                inverse = torch.argsort(perm, dim=1)
-                shuffled = torch.gather(C, 1, perm[..., None].expand_as(C))
-                out = layer(X, shuffled)
-                back = torch.gather(out, 1, inverse[..., None].expand_as(out))
-                gaps.append((back - base).flatten(1).norm(dim=1) / scale)
-                losses.append(kmeans_objective(X, back))
-            losses = torch.stack(losses)  # (P, B)
-            spread = (losses.std(dim=0, unbiased=False) / losses.mean(dim=0)).mean().item()
-            rows.append((member, torch.stack(gaps).mean().item(), spread))
-    return pd.DataFrame(rows, columns=["member", "order_gap", "loss_spread"])
+    gaps, spread = order_gaps(model, X, C, permutations, seed)
+    return pd.DataFrame({"member": np.arange(len(gaps)), "order_gap": gaps.mean(axis=1),
+                         "loss_spread": spread.mean(axis=1)})
+
+
+ORDER_MARGIN = 0.01
+"""How much more (in Lloyd steps) relabelling must move a trained layer's step than its initialization's
+for ``code_order`` to count training as having made the step depend on the order."""
 
 
 GRAY_MARGIN = 0.02
 """How close (in ratio to Lloyd after one step) Gray-coded BN must be to BN to count as the same quality."""
 
 
-def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, margin: float = GRAY_MARGIN) -> dict:
+def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, margin: float = GRAY_MARGIN,
+                   order: dict | None = None, order_margin: float = ORDER_MARGIN) -> dict:
     """Chapter 16's verdicts: which embeddings learn, whether one dimension is enough, order and Gray codes.
 
     Parameters
@@ -198,6 +242,14 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
         one-dimension claim is then judged on it, the longest-trained layer, and both are reported.
     margin : float
         The equivalence margin of ``gray_order`` (:data:`GRAY_MARGIN`).
+    order : dict, optional
+        Scheme -> ``{"trained": gaps, "initial": gaps}``: :func:`order_gaps` ``(S, B)`` of each coded
+        layer and of its own initialization (:func:`~kmtrf_core.training.config.initial_layer`), on the
+        same tasks and relabellings. ``code_order`` holds when every coded layer's gap is above its
+        initialization's by ``order_margin`` on the 95% interval, and NA's is zero; without ``order``
+        it is inconclusive (an untrained layer with codes depends on the order too).
+    order_margin : float
+        :data:`ORDER_MARGIN`.
 
     Returns
     -------
@@ -213,8 +265,11 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
     >>> noise = 0.05 * np.random.default_rng(0).standard_normal((3, 256))
     >>> held_out = {scheme: value + noise for scheme, value in table.step1.items()}
     >>> held_out["gc"] = held_out["bn"] + 0.002
-    >>> {key: f.verdict for key, f in codes_findings(summary, table, sens, held_out).items()}
+    >>> order = {s: {"trained": 0.3 + noise, "initial": 0.1 + noise} for s in ["oh", "bn", "gc", "sc"]}
+    >>> {key: f.verdict for key, f in codes_findings(summary, table, sens, held_out, order=order).items()}
     {'codes_needed': 'reproduced', 'one_dimension_learns': 'reproduced', 'code_order': 'reproduced', 'gray_order': 'reproduced'}
+    >>> codes_findings(summary, table, sens, held_out)["code_order"].verdict   # no initializations: no verdict
+    'inconclusive'
     """
     final = summary["final"]
     coded = [s for s in final.index if s != "na"]
@@ -254,14 +309,29 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
                              f"{on.verdict}", uncertainty=on.text())
     gaps = sensitivity.groupby("scheme").order_gap.median()
     na_gap = gaps.get("na", 0.0)
-    floor = max(10 * na_gap, 0.01)
-    order_ok = int(sum(bool(gaps[s] > floor) for s in coded if s in gaps)) + int(bool(na_gap < 1e-3))
-    order = Finding(
-        f"relabelling the centers moves the step by {_fmt({s: gaps[s] for s in coded if s in gaps}, '{:.2f}')} "
-        f"Lloyd steps; NA {na_gap:.1e}",
-        verdict(order_ok, len([s for s in coded if s in gaps]) + 1),
-        check="every coded layer's step moves under relabelling (above 10x NA's and 0.01), NA's does not",
-        report=f"order gap (median over members, in Lloyd steps): {_fmt(gaps.to_dict(), '{:.3g}')}")
+    if order is None:  # no initializations to compare with: the verdict cannot say what training did
+        order_finding = Finding(
+            "relabelling the centers moves the trained step by "
+            f"{_fmt({s: gaps[s] for s in coded if s in gaps}, '{:.2f}')} Lloyd steps; NA {na_gap:.1e}; "
+            "no untrained layers to compare with", "inconclusive",
+            check="every coded layer's step depends on the order more after training than at its initialization")
+    else:
+        moved = {s: compare(order[s]["initial"], order[s]["trained"], order_margin) for s in coded if s in order}
+        checks = {s: c.verdict for s, c in moved.items()}
+        checks["na"] = "reproduced" if na_gap < 1e-3 else "not reproduced"
+        outcome = combine(checks.values())
+        order_finding = Finding(
+            "relabelling the centers moves the step by "
+            + ", ".join(f"{s.upper()} {_median_mean(order[s]['trained']):.2f} trained, "
+                        f"{_median_mean(order[s]['initial']):.2f} at initialization" for s in moved)
+            + f" Lloyd steps; NA {na_gap:.1e}; initialization - trained: "
+            + ", ".join(f"{s} {c.text()}" for s, c in moved.items()),
+            outcome,
+            check=f"every coded layer's relabelling gap above its own initialization's by at least {order_margin:g} "
+                  "Lloyd steps (95% interval over tasks and seeds, the same relabellings), and NA's gap zero up "
+                  "to rounding (below 1e-3)",
+            report=f"per embedding (the claim holds?): {checks} -> {outcome}",
+            uncertainty="; ".join(f"{s}: {c.text()}" for s, c in moved.items()))
     same = equivalent(held_out["gc"], held_out["bn"], margin)
     gray = Finding(
         f"after one step on held-out tasks: Gray {_median_mean(held_out['gc']):.3f}, BN "
@@ -269,7 +339,7 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
         check=f"the 95% interval of GC - BN (ratio to Lloyd after one step, the same tasks) inside +-{margin:g}",
         report=f"Gray-coded BN and BN the same within {margin:g}: {same.text()} -> {same.verdict}",
         uncertainty=same.text())
-    return {"codes_needed": needed, "one_dimension_learns": one, "code_order": order, "gray_order": gray}
+    return {"codes_needed": needed, "one_dimension_learns": one, "code_order": order_finding, "gray_order": gray}
 
 
 def _median_mean(values) -> float:

@@ -139,7 +139,8 @@ CLAIMS: dict[str, Claim] = {
         "One extra dimension is enough: a layer with scalar codes (d + 1 dimensions) learns to beat one Lloyd step.",
         "ours (Appendix A)", "16_codes"),
     "code_order": Claim(
-        "A trained layer with codes depends on which code each center carries; a layer without codes does not.",
+        "Training makes a layer with codes depend on which code each center carries more than its initialization "
+        "did; a layer without codes does not depend on it.",
         "ours (Appendix A)", "16_codes"),
     "gray_order": Claim(
         "Giving BN's bits in Gray-code order leaves the trained layer's quality unchanged (within 0.02 of BN's "

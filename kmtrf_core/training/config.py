@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import torch
+
 from ..attention import IMPLS
 from ..device import resolve_device
 from ..embeddings import SCHEMES
@@ -20,7 +22,7 @@ from ..tasks import FAMILIES, check_families
 from ..validation import check_choice, check_clusters, check_int, check_number
 from .convergence import PATIENCE
 
-__all__ = ["TrainConfig", "TrainingDiverged", "HISTORY_COLUMNS", "UNROLL_LOSSES", "check_config", "layer_for"]
+__all__ = ["TrainConfig", "TrainingDiverged", "HISTORY_COLUMNS", "UNROLL_LOSSES", "check_config", "initial_layer", "layer_for"]
 
 UNROLL_LOSSES = ("last", "sum")
 """With ``TrainConfig.unroll > 1``: the loss of the last step, or the sum over the unrolled steps."""
@@ -342,6 +344,24 @@ def layer_for(config: TrainConfig, *, ensemble: bool = True, device=None, genera
     return ClusterTransformer(config.d, config.k, config.scheme, config.final_gamma, impl=config.impl,
                               device=device, generator=generator, ensemble=S if ensemble and S > 1 else None,
                               **options)
+
+
+def initial_layer(config: TrainConfig, device=None) -> ClusterTransformer:
+    """The untrained layer that :func:`~kmtrf_core.training.train` starts ``config``'s run from.
+
+    Each seed's member is :func:`layer_for` with the generator seeded by that seed; several seeds
+    are stacked into one ensemble, in the order of ``config.seeds``. Chapter 16 compares trained
+    layers with these, their own initializations.
+
+    >>> cfg = TrainConfig(d=2, k=3, n=16, scheme="bn", seeds=(0, 1))
+    >>> first = initial_layer(cfg)
+    >>> first.ensemble, bool(torch.equal(first.Q, initial_layer(cfg).Q))
+    (2, True)
+    """
+    check_config(config)
+    members = [layer_for(config, ensemble=False, device=device,
+                         generator=torch.Generator(device=device).manual_seed(seed)) for seed in config.seeds]
+    return ClusterTransformer.stack(members) if len(members) > 1 else members[0]
 
 
 def check_config(config) -> TrainConfig:

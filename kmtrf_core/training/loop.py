@@ -42,12 +42,11 @@ from tqdm.auto import tqdm
 from ..device import resolve_device
 from ..evaluate import relative_loss
 from ..lloyd import kmeans_objective, lloyd
-from ..model import ClusterTransformer
 from ..objectives import smoothed_kmeans_loss
 from ..tasks import sample_tasks
 from ..validation import check_int
 from .checkpoints import atomic_save, load_checkpoint, load_weights, remove_stale_temporaries, weights_of
-from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, layer_for
+from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, initial_layer
 from .convergence import should_stop
 
 __all__ = ["train", "validation_tasks"]
@@ -146,10 +145,7 @@ def train(
     seeds = config.seeds
     S = len(seeds)
 
-    members = [layer_for(config, ensemble=False, device=device,
-                         generator=torch.Generator(device=device).manual_seed(seed)) for seed in seeds]
-    model = ClusterTransformer.stack(members) if S > 1 else members[0]
-    del members
+    model = initial_layer(config, device)
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=config.lr)
     task_gens = [_task_generator(seed, device) for seed in seeds]
