@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -36,7 +38,7 @@ def test_every_recipe_is_recognised_and_others_refused():
         assert recipe_of(TrainConfig(**fields)) == name
     with pytest.raises(ValueError, match="no recipe"):
         recipe_of(TrainConfig(family="cauchy"))
-    assert RECIPES["families"]["family"] == MIXED_FAMILIES
+    assert RECIPES[BROAD] == dict(family=MIXED_FAMILIES, anisotropic=True) and list(RECIPES) == ["plain", BROAD]
 
 
 @pytest.mark.parametrize("profile", ["quick", "book", "paper"])
@@ -51,12 +53,13 @@ def test_the_chapter_trains_every_recipe_per_data_set(profile):
 
 @pytest.mark.parametrize("name", get_profile("book").chapter("realdata").datasets)
 def test_the_estimator_s_learned_layer_is_the_book_s_plain_layer(name):
-    """``TransformerKMeans(layer="learned")`` trains the run chapter 15 shows (plain recipe, book profile):
-    equal configs share the run cache, so the estimator loads the chapter's layer and not a look-alike."""
+    """``TransformerKMeans(layer="learned")`` trains the first seed of the run chapter 15 shows (plain
+    recipe, book profile): the same config with one seed, not a look-alike."""
     d, k = DATASET_SIZES[name]
     group = book_catalog("book")[f"realdata_{name}"]
     plain = [config for config in group.configs() if recipe_of(config) == "plain"]
-    assert plain == [learned_config(d, k)]
+    assert len(plain) == 1 and len(plain[0].seeds) >= 3 and plain[0].seeds[0] == 0
+    assert dataclasses.replace(plain[0], seeds=(0,)) == learned_config(d, k)
 
 
 def _comparison(name, plain_first, plain_last, broad_last, starts=16, seed=0):
@@ -66,14 +69,16 @@ def _comparison(name, plain_first, plain_last, broad_last, starts=16, seed=0):
     for method, first, last in (("plain", plain_first, plain_last), (BROAD, 1.5, broad_last), ("Lloyd", 1.0, 1.0)):
         for start in range(starts):
             extra = 0.0 if method == "Lloyd" else noise[start]
-            rows += [dict(dataset=name, method=method, start=start, step=1, ratio=first + extra, inertia=1.0),
-                     dict(dataset=name, method=method, start=start, step=5, ratio=last + extra, inertia=1.0)]
+            rows += [dict(dataset=name, method=method, member=0, start=start, step=1, ratio=first + extra,
+                          inertia=1.0),
+                     dict(dataset=name, method=method, member=0, start=start, step=5, ratio=last + extra,
+                          inertia=1.0)]
     return Comparison(pd.DataFrame(rows), pd.DataFrame())
 
 
 def test_start_ratios_read_each_start_in_order():
     out = start_ratios([_comparison("a", 0.9, 0.8, 0.7, starts=3)], "plain", 5)
-    assert list(out) == ["a"] and out["a"].shape == (3,) and np.allclose(out["a"].mean(), 0.8, atol=0.02)
+    assert list(out) == ["a"] and out["a"].shape == (1, 3) and np.allclose(out["a"].mean(), 0.8, atol=0.02)
     with pytest.raises(ValueError, match="no method"):
         start_ratios([_comparison("a", 0.9, 0.8, 0.7)], "none", 5)
 
@@ -104,3 +109,34 @@ def test_summary_table_is_the_median_over_starts():
                            "nmi": [0.1, 0.2, 0.3], "inertia": [1.0, 1.0, 1.0], "clusters": [3, 3, 3], "seconds": [1.0, 1.0, 1.0]})
     table = summary_table([Comparison(paths, finals)])
     assert np.isclose(table.loc[("a", "plain"), "ratio_step1"], 0.9)
+
+
+def test_an_ensemble_runs_member_by_member_from_the_same_starts():
+    import torch
+
+    from kmtrf_core.book.ch15_real_data import compare_methods
+    from kmtrf_core.model import ClusterTransformer
+
+    data = load_dataset("iris")
+    ensemble = ClusterTransformer(4, 3, "bn", ensemble=3, generator=torch.Generator().manual_seed(0))
+    out = compare_methods(data, {"layers": ensemble, "padded": dict(layer=ensemble)}, starts=2, steps=2)
+    layer_rows = out.paths[out.paths.method == "layers"]
+    assert sorted(layer_rows.member.unique()) == [0, 1, 2] and sorted(layer_rows.start.unique()) == [0, 1]
+    padded = out.paths[out.paths.method == "padded"]  # options given as a dict are expanded the same way
+    assert np.allclose(padded.ratio.to_numpy(), layer_rows.ratio.to_numpy())
+    ratios = start_ratios([out], "layers", 2)["iris"]
+    assert ratios.shape == (3, 2)
+    single = compare_methods(data, {"one": ensemble.members()[1]}, starts=2, steps=2)
+    assert np.allclose(start_ratios([single], "one", 2)["iris"][0], ratios[1])
+    assert set(summary_table([out]).index.get_level_values("method")) >= {"Lloyd", "layers", "padded"}
+
+
+def test_a_group_can_keep_part_of_its_grid():
+    from kmtrf_core.book.groups import RunGroup
+
+    base = TrainConfig(d=2, k=3, n=16)
+    grid = {"family": ["normal", MIXED_FAMILIES], "anisotropic": [False, True]}
+    group = RunGroup("demo", base, grid, "15", "a test", only=(("normal", False), (MIXED_FAMILIES, True)))
+    assert [(c.family, c.anisotropic) for c in group.configs()] == [("normal", False), (MIXED_FAMILIES, True)]
+    with pytest.raises(ValueError, match="outside its grid"):
+        RunGroup("demo", base, grid, "15", "a test", only=(("cauchy", False),))

@@ -190,14 +190,16 @@ def _section4_groups(section4, cauchy, landscape) -> list:
 
 
 def _realdata_groups(sizes) -> list:
-    """Chapter 15: per real data set, one layer per training recipe (:data:`~kmtrf_core.book.ch15_real_data.RECIPES`)."""
+    """Chapter 15: per real data set, a layer per training recipe (:data:`~kmtrf_core.book.ch15_real_data.RECIPES`:
+    the paper's plain tasks, and the broad recipe that ``recipe_transfers`` tests), and a probe of the plain one."""
     groups = []
     for name in sizes.datasets:
         d, k = DATASET_SIZES[name]
         base = TrainConfig.from_sizes(sizes, d=d, k=k, scheme="bn", omega="l2", gamma=1.0)
         groups.append(RunGroup(
             f"realdata_{name}", base, {"family": ["normal", MIXED_FAMILIES], "anisotropic": [False, True]}, "15",
-            f"layers for {name} (d={d}, k={k}), one per training recipe (BN, L2)"))
+            f"layers for {name} (d={d}, k={k}), the plain recipe and the broad one (BN, L2)",
+            only=(("normal", False), (MIXED_FAMILIES, True))))
         groups.append(probe_group(f"realdata_probe_{name}", base, "15", f"the plain {name} layer",
                                   steps=sizes.probe_steps))
     return groups

@@ -222,6 +222,9 @@ class RunGroup:
     probe : bool
         A fixed budget longer than the verdict groups' (the check that a
         negative verdict is not an artifact of the budget).
+    only : tuple
+        The combinations of the grid kept (value tuples in the grid's order), when not all of the
+        product is wanted; empty: the whole product.
 
     Examples
     --------
@@ -237,10 +240,31 @@ class RunGroup:
     about: str
     early: bool = False
     probe: bool = False
+    only: tuple = ()
+
+    def __post_init__(self):
+        combos = grid_configs(self.base, self.grid)
+        missing = [values for values in self.only if tuple(values) not in combos]
+        if missing:
+            raise ValueError(f"group {self.name!r}: only= names combinations outside its grid: {missing}")
+
+    def _configs(self) -> dict:
+        """Grid values -> config, for the kept combinations (:attr:`only`), in the grid's order.
+
+        >>> group = RunGroup("demo", TrainConfig(d=2, k=3, n=16), {"scheme": ["oh", "bn"], "tau": [1.0, 0.1]},
+        ...                  "9", "a test", only=(("oh", 1.0), ("bn", 0.1)))
+        >>> list(group._configs())
+        [('oh', 1.0), ('bn', 0.1)]
+        """
+        combos = grid_configs(self.base, self.grid)
+        if not self.only:
+            return combos
+        kept = {tuple(values) for values in self.only}
+        return {values: config for values, config in combos.items() if values in kept}
 
     def configs(self) -> list:
         """The runs' configs, in the grid's order."""
-        return list(grid_configs(self.base, self.grid).values())
+        return list(self._configs().values())
 
     @property
     def field(self) -> str:
@@ -263,7 +287,7 @@ class RunGroup:
             A progress bar over the runs.
         """
         check_choice(on_diverge, "on_diverge", ("raise", "record"))
-        configs = grid_configs(self.base, self.grid)
+        configs = self._configs()
         runs = {}
         for values, config in tqdm(list(configs.items()), disable=not progress, desc=self.name):
             run = _load(config)
@@ -307,7 +331,7 @@ class RunGroup:
         history = check_table(history, "history", ["step", "val_relative_loss", *self.grid])
         grid = list(self.grid)
         tables = []
-        for values, config in grid_configs(self.base, self.grid).items():
+        for values, config in self._configs().items():
             mask = pd.Series(True, index=history.index)
             for name, value in zip(grid, values):  # tuple values are written "a+b" (tidy_history)
                 mask &= history[name] == ("+".join(map(str, value)) if isinstance(value, tuple) else value)

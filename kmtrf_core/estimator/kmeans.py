@@ -65,7 +65,8 @@ def learned_config(d: int, k: int, **overrides):
     lr 0.01 on normal mixtures of ``n = 64`` points (Appendix D), one seed,
     trained by the stop rule (beat Lloyd on the validation tasks and flat for
     2000 steps, from step 2500, cap 5000), with the direct attention kernel; this is chapter 15's
-    ``plain`` layer at the book profile. ``overrides`` replace any field (for
+    ``plain`` layer at the book profile, less its other two seeds (the chapter trains seeds 0, 1 and 2
+    as one ensemble, which equals three separate runs up to rounding). ``overrides`` replace any field (for
     example a broader task distribution: ``family=("normal", "gumbel")``,
     ``anisotropic=True``).
 
