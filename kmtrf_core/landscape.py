@@ -58,6 +58,9 @@ class Landscape:
         The two directions, parameter name -> tensor shaped like the weights.
     omega, tau
         Of the smoothed loss.
+    smoothed_tasks, kmeans_tasks : numpy.ndarray or None
+        ``(A, Bt, B)``: the same losses per task, whose means over the last axis are ``smoothed``
+        and ``kmeans`` (kept by :func:`loss_surface`, for intervals over the tasks).
 
     Examples
     --------
@@ -78,6 +81,8 @@ class Landscape:
     directions: tuple
     omega: str
     tau: float
+    smoothed_tasks: np.ndarray | None = None
+    kmeans_tasks: np.ndarray | None = None
 
     @property
     def gap(self) -> np.ndarray:
@@ -131,7 +136,7 @@ def filter_normalized_direction(model: ClusterTransformer, generator=None) -> di
 
 
 def _grid_losses(model, X, C, points, directions, omega, tau):
-    """Smoothed and k-means losses (mean over tasks) at grid ``points`` ``(G, 2)`` as one ensemble."""
+    """Smoothed and k-means losses per task, ``(G, B)`` each, at grid ``points`` ``(G, 2)`` as one ensemble."""
     G = points.shape[0]
     ens = model.like(ensemble=G)
     a = points[:, 0].to(model.Q).view(G, 1, 1, 1)
@@ -143,8 +148,8 @@ def _grid_losses(model, X, C, points, directions, omega, tau):
         centers = ens(X, C)  # (G, B, k, d)
         Xe = X.expand(G, *X.shape).flatten(0, 1)
         flat = centers.flatten(0, 1)
-        smooth = smoothed_kmeans_loss(Xe, flat, omega, tau).view(G, -1).mean(dim=1)
-        hard = kmeans_objective(Xe, flat).view(G, -1).mean(dim=1)
+        smooth = smoothed_kmeans_loss(Xe, flat, omega, tau).view(G, -1)
+        hard = kmeans_objective(Xe, flat).view(G, -1)
     return smooth, hard
 
 
@@ -191,8 +196,10 @@ def loss_surface(
     >>> model = ClusterTransformer(2, 3, "bn", generator=torch.Generator().manual_seed(0))
     >>> X = torch.rand(4, 20, 2, generator=torch.Generator().manual_seed(1)); C = X[:, :3].clone()
     >>> surface = loss_surface(model, X, C, [-1.0, 0.0, 1.0], [-1.0, 0.0, 1.0], generator=0)
-    >>> surface.smoothed.shape, bool((surface.gap >= -1e-5).all())
-    ((3, 3), True)
+    >>> surface.smoothed.shape, bool((surface.gap >= -1e-5).all()), surface.smoothed_tasks.shape
+    ((3, 3), True, (3, 3, 4))
+    >>> bool(np.allclose(surface.smoothed_tasks.mean(axis=-1), surface.smoothed, rtol=1e-6))
+    True
     """
     model = check_model(model, single=True)
     model.prepare_tasks(X, C)
@@ -228,12 +235,15 @@ def loss_surface(
         smooth.append(s)
         hard.append(h)
     shape = (alphas.size, betas.size)
+    smooth, hard = torch.cat(smooth), torch.cat(hard)  # (G, B)
     return Landscape(
         alphas=alphas,
         betas=betas,
-        smoothed=torch.cat(smooth).double().cpu().numpy().reshape(shape),
-        kmeans=torch.cat(hard).double().cpu().numpy().reshape(shape),
+        smoothed=smooth.mean(dim=1).double().cpu().numpy().reshape(shape),
+        kmeans=hard.mean(dim=1).double().cpu().numpy().reshape(shape),
         directions=directions,
         omega=omega,
         tau=tau,
+        smoothed_tasks=smooth.double().cpu().numpy().reshape(*shape, -1),
+        kmeans_tasks=hard.double().cpu().numpy().reshape(*shape, -1),
     )

@@ -106,3 +106,58 @@ def test_readings_of_a_real_surface():
     assert shape["loss_at_origin"] == pytest.approx(surface.at(0.0, 0.0)["smoothed"])
     assert shape["local_minima"] == _local_minima_loop(surface.smoothed) >= 1
     assert origin_scaled_correlation(surface, surface) == pytest.approx(1.0)
+
+
+def _tasks_surface(per_task):
+    """A Landscape on a 5x5 grid from per-task losses ``(5, 5, B)``."""
+    grid = np.linspace(-1, 1, 5)
+    mean = per_task.mean(axis=-1)
+    return Landscape(grid, grid, mean, mean.copy(), ({}, {}), "l2", 0.1, per_task, per_task.copy())
+
+
+def test_sharpness_factor_draws_agree_with_the_point_readings():
+    from kmtrf_core.book.ch12_landscapes import sharpness_factor_draws
+
+    rng = np.random.default_rng(0)
+    grid = np.linspace(-1, 1, 5)
+    bowl = 1.0 + np.add.outer(grid ** 2, grid ** 2)
+    tasks = 1.0 + 0.05 * rng.standard_normal(64)
+    flat, steep = _tasks_surface(bowl[..., None] * tasks), _tasks_surface((1 + 3 * (bowl - 1))[..., None] * tasks)
+    draws = sharpness_factor_draws(flat, steep, resamples=400)
+    point = surface_shape(steep)["sharpness"] / surface_shape(flat)["sharpness"]
+    assert draws.shape == (400,) and point == pytest.approx(3.0)
+    assert np.percentile(draws, 2.5) <= point <= np.percentile(draws, 97.5)
+    with pytest.raises(ValueError, match="per-task"):
+        sharpness_factor_draws(_surface(bowl), steep)
+    with pytest.raises(ValueError, match="share"):
+        sharpness_factor_draws(flat, _tasks_surface(bowl[..., None] * tasks[:10]))
+
+
+def test_real_surfaces_keep_their_per_task_losses():
+    from kmtrf_core.book.ch12_landscapes import sharpness_factor_draws
+
+    X, C = sample_tasks(6, 16, 2, 3, generator=1)
+    grid = np.linspace(-1.0, 1.0, 5)
+    surfaces = [loss_surface(ClusterTransformer(2, 3, scheme, generator=torch.Generator().manual_seed(0)),
+                             X, C, grid, grid, generator=2) for scheme in ("oh", "bn")]
+    for surface in surfaces:
+        assert surface.smoothed_tasks.shape == (5, 5, 6)
+        assert np.allclose(surface.smoothed_tasks.mean(axis=-1), surface.smoothed, rtol=1e-6)
+    assert np.isfinite(sharpness_factor_draws(*surfaces, resamples=20)).all()
+
+
+def test_the_landscape_verdict_on_the_interval_of_the_factors():
+    import pandas as pd
+
+    from kmtrf_core.book.ch12_landscapes import landscape_finding
+
+    shape = pd.DataFrame({"local_minima": [1, 1, 1, 1], "argmin_distance": [0.0] * 4})
+    compare = pd.DataFrame({"d": [4, 32], "sharpness_factor": [3.0, 1.5], "correlation": [0.9, 0.99]})
+    rng = np.random.default_rng(1)
+    apart = {4: 3.0 + 0.1 * rng.standard_normal(500), 32: 1.5 + 0.1 * rng.standard_normal(500)}
+    assert landscape_finding(shape, compare, apart).verdict == "reproduced"
+    overlapping = {4: 3.0 + 2.0 * rng.standard_normal(500), 32: 1.5 + 2.0 * rng.standard_normal(500)}
+    found = landscape_finding(shape, compare, overlapping)
+    assert found.verdict == "partly" and "interval" in found.value  # unimodal holds, the factor cannot tell
+    reversed_ = {4: apart[32], 32: apart[4]}
+    assert landscape_finding(shape, compare, reversed_).verdict == "partly"

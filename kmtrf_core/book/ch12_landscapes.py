@@ -7,6 +7,7 @@ catalog's (group ``landscape``). This module reads the surfaces:
 * :func:`local_minima`, :func:`surface_shape`: how many minima a surface has
   on its grid, and how sharply it rises from the trained weights;
 * :func:`origin_scaled_correlation`: how alike two surfaces' shapes are;
+* :func:`sharpness_factor_draws`: the OH/BN sharpness factor, bootstrapped over the tasks;
 * :func:`landscape_finding`: the verdict of the claim ``landscape_unimodal``.
 """
 
@@ -16,10 +17,12 @@ import numpy as np
 import pandas as pd
 
 from ..landscape import Landscape
-from ..validation import check_table
+from ..validation import check_int, check_table
 from .claims import Finding, verdict
+from .uncertainty import INTERVAL_LEVEL, RESAMPLES, combine
 
-__all__ = ["landscape_finding", "local_minima", "origin_scaled_correlation", "surface_shape"]
+__all__ = ["landscape_finding", "local_minima", "origin_scaled_correlation", "sharpness_factor_draws",
+           "surface_shape"]
 
 
 def local_minima(Z) -> int:
@@ -95,7 +98,7 @@ def surface_shape(surface: Landscape) -> dict:
     i0, j0 = _origin(surface)
     origin = Z[i0, j0]
     i, j = np.unravel_index(Z.argmin(), Z.shape)
-    rim = np.concatenate([Z[0], Z[-1], Z[1:-1, 0], Z[1:-1, -1]])
+    rim = _rim(Z)
     return dict(loss_at_origin=float(origin), local_minima=local_minima(Z),
                 argmin_distance=float(np.hypot(surface.alphas[i], surface.betas[j])),
                 sharpness=float(((rim - origin) / origin).mean()))
@@ -134,7 +137,66 @@ def origin_scaled_correlation(first: Landscape, second: Landscape) -> float:
     return float(np.corrcoef(scaled[0].ravel(), scaled[1].ravel())[0, 1])
 
 
-def landscape_finding(shape: pd.DataFrame, compare: pd.DataFrame) -> Finding:
+def _rim(Z: np.ndarray) -> np.ndarray:
+    """The border cells of a grid ``(A, Bt, ...)``, ``(R, ...)``, in the order :func:`surface_shape` reads them."""
+    return np.concatenate([Z[0], Z[-1], Z[1:-1, 0], Z[1:-1, -1]])
+
+
+def sharpness_factor_draws(first: Landscape, second: Landscape, *, resamples: int = RESAMPLES,
+                           seed: int = 0) -> np.ndarray:
+    """Bootstrap draws of the sharpness factor of two surfaces on the same tasks (larger over smaller).
+
+    Each draw resamples the tasks with replacement, the same tasks for both surfaces, and
+    recomputes both surfaces' sharpness (:func:`surface_shape`: the mean relative rise from the
+    origin to the rim) from the per-task losses (:attr:`Landscape.smoothed_tasks`).
+
+    Parameters
+    ----------
+    first, second : Landscape
+        From :func:`~kmtrf_core.landscape.loss_surface` on the same tasks and grid.
+    resamples : int
+        Bootstrap draws.
+    seed : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(resamples,)``.
+
+    Examples
+    --------
+    >>> grid = np.linspace(-1.0, 1.0, 3)
+    >>> bowl = 1.0 + np.add.outer(grid ** 2, grid ** 2)
+    >>> tasks = bowl[..., None] * np.array([0.9, 1.0, 1.1, 1.2])  # four tasks, one shape
+    >>> a = Landscape(grid, grid, tasks.mean(-1), tasks.mean(-1), ({}, {}), "l2", 0.1, tasks, tasks)
+    >>> b = Landscape(grid, grid, tasks.mean(-1), tasks.mean(-1), ({}, {}), "l2", 0.1, 1 + 2 * tasks, tasks)
+    >>> draws = sharpness_factor_draws(a, b, resamples=50)
+    >>> draws.shape, bool(draws.min() >= 1.0)
+    ((50,), True)
+    """
+    check_int(resamples, "resamples")
+    per_task = []
+    for surface in (first, second):
+        if surface.smoothed_tasks is None:
+            raise ValueError("the surfaces must keep their per-task losses (loss_surface does)")
+        Z = np.asarray(surface.smoothed_tasks, dtype=np.float64)
+        i0, j0 = _origin(surface)
+        per_task.append((Z[i0, j0], _rim(Z)))  # (B,), (R, B)
+    if per_task[0][0].shape != per_task[1][0].shape or per_task[0][1].shape != per_task[1][1].shape:
+        raise ValueError("the surfaces must share their grid and their tasks")
+    tasks = per_task[0][0].shape[0]
+    picks = np.random.default_rng(seed).integers(0, tasks, size=(resamples, tasks))
+    sharp = []
+    for origin, rim in per_task:
+        at_origin = origin[picks].mean(axis=1)  # (resamples,)
+        at_rim = rim[:, picks].mean(axis=2)  # (R, resamples)
+        sharp.append(((at_rim - at_origin) / at_origin).mean(axis=0))
+    sharp = np.stack(sharp)
+    return sharp.max(axis=0) / sharp.min(axis=0)
+
+
+def landscape_finding(shape: pd.DataFrame, compare: pd.DataFrame, draws: dict | None = None) -> Finding:
     """Figure 3: is every surface unimodal on its grid, and are OH and BN more alike at the larger ``d``?
 
     Parameters
@@ -147,10 +209,17 @@ def landscape_finding(shape: pd.DataFrame, compare: pd.DataFrame) -> Finding:
         (the larger OH/BN sharpness over the smaller) and ``correlation``
         (:func:`origin_scaled_correlation` of OH's and BN's surfaces).
 
+    draws : dict, optional
+        ``d`` -> :func:`sharpness_factor_draws` of OH's and BN's surfaces at that ``d``. With them,
+        "more alike at the larger d" is decided on the 95% interval of the factor at the largest
+        ``d`` minus the factor at the smallest (the two drawn independently: their tasks differ):
+        below 0 holds, above 0 fails, else inconclusive. Without them, on the two point values.
+
     Returns
     -------
     Finding
-        For the claim ``landscape_unimodal``: ``"partly"`` unless both checks agree.
+        For the claim ``landscape_unimodal``: both checks combined
+        (:func:`~kmtrf_core.book.uncertainty.combine`).
 
     Examples
     --------
@@ -165,18 +234,27 @@ def landscape_finding(shape: pd.DataFrame, compare: pd.DataFrame) -> Finding:
     unimodal = int((shape.local_minima == 1).sum())
     v_unimodal = verdict(unimodal, len(shape))
     small_d, large_d = compare.iloc[0], compare.iloc[-1]
-    closer = bool(large_d.sharpness_factor < small_d.sharpness_factor)
     at_small = f"{small_d.sharpness_factor:.2f} at d={int(small_d.d)}"
     at_large = f"{large_d.sharpness_factor:.2f} at d={int(large_d.d)}"
-    alike = "more" if closer else "no more"
     correlations = f"{small_d.correlation:.3f} vs {large_d.correlation:.3f}"
+    interval = ""
+    if draws is None:
+        v_closer = verdict(bool(large_d.sharpness_factor < small_d.sharpness_factor))
+    else:
+        difference = np.asarray(draws[large_d.d]) - np.asarray(draws[small_d.d])
+        tail = 100 * (1 - INTERVAL_LEVEL) / 2
+        low, high = np.percentile(difference, [tail, 100 - tail])
+        v_closer = "reproduced" if high < 0 else "not reproduced" if low > 0 else "inconclusive"
+        point = large_d.sharpness_factor - small_d.sharpness_factor
+        interval = f" (difference {point:+.2f}, {INTERVAL_LEVEL:.0%} interval [{low:+.2f}, {high:+.2f}] over tasks)"
     report = (f"(i) {unimodal} of {len(shape)} surfaces have a single local minimum on the grid (largest "
               f"distance of the grid minimum from the trained weights: {shape.argmin_distance.max():.2f}) -> "
               f"{v_unimodal}\n"
-              f"(ii)/(iii) OH vs BN sharpness factor: {at_small}, {at_large}; surface correlation "
-              f"{correlations} -> OH and BN {alike} alike at the larger d: {verdict(closer)}")
+              f"(ii)/(iii) OH vs BN sharpness factor: {at_small}, {at_large}{interval}; surface correlation "
+              f"{correlations} -> OH and BN more alike at the larger d: {v_closer}")
     return Finding(f"{unimodal} of {len(shape)} surfaces with one grid minimum; "
-                   f"OH/BN sharpness factor {at_small} vs {at_large}",
-                   v_unimodal if v_unimodal == verdict(closer) else "partly",
-                   check="one local minimum on every grid; a smaller OH/BN sharpness factor at the larger d",
-                   report=report)
+                   f"OH/BN sharpness factor {at_small} vs {at_large}{interval}",
+                   combine([v_unimodal, v_closer]),
+                   check="one local minimum on every grid; a smaller OH/BN sharpness factor at the larger d"
+                         + (", the 95% interval of the difference over tasks below 0" if draws is not None else ""),
+                   report=report, uncertainty=interval.strip(" ()") or None)
