@@ -21,6 +21,7 @@ straddles it: :func:`better_finding` (variants against a baseline),
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -353,11 +354,17 @@ def glue_value(name: str, value) -> bool:
     Traceback (most recent call last):
     ...
     ValueError: name must be letters, digits and underscores, got 'bad name'
+    >>> glue_value("ch16_sc_final", float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: value of 'ch16_sc_final' must be finite, got nan: prose cannot quote a missing number
     """
     if not isinstance(name, str) or not name.replace("_", "").isalnum():
         raise ValueError(f"name must be letters, digits and underscores, got {name!r}")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (str, int, float, np.integer, np.floating)):
         raise ValueError(f"value must be a text or a number, got {type(value).__name__}")
+    if not isinstance(value, str) and not math.isfinite(float(value)):
+        raise ValueError(f"value of {name!r} must be finite, got {value!r}: prose cannot quote a missing number")
     value = _Plain(value) if isinstance(value, str) else float(value) if isinstance(value, (float, np.floating)) \
         else int(value)
     try:  # only inside an IPython kernel with myst-nb installed
