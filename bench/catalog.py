@@ -1,7 +1,7 @@
 """Benchmark: the same catalog runs trained serially and on a 2-worker Dask LocalCluster.
 
 The runs are one group of the book's catalog (default ``ablation_tau`` at the
-``book`` profile: 12 configurations of 3 seeds, 150 steps each), each trained
+``book`` profile: 12 configurations of 2 seeds, 150 steps each), each trained
 from an empty cache:
 
 * serially, one after the other in this process with one torch thread (what a
