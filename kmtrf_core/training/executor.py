@@ -182,10 +182,12 @@ def train_many(configs, *, client=None, scheduler=None, workers: int | None = No
             # dask.distributed is imported by dask_client (or by the caller who made the client)
             from distributed import as_completed
 
-            # longest first (priority: Dask starts the highest first), so that no long run is left for the end
+            # longest first, so that no long run is left for the end: submitted in that order (the first
+            # ones go straight to idle workers) and with that priority (Dask starts the highest first)
+            order = sorted(missing.items(), key=lambda item: -expected_cost(item[1]))
             futures = {client.submit(_run, config, directory, key=f"kmtrf-run-{key}", retries=retries,
                                      pure=False, priority=expected_cost(config)): key
-                       for key, config in missing.items()}
+                       for key, config in order}
             bar = tqdm(total=len(futures), disable=not progress, desc="runs", unit="run")
             for future in as_completed(futures):
                 key = futures[future]
