@@ -175,3 +175,12 @@ def test_claims_page_is_in_sync_with_the_registry():
 
 def test_verdicts_are_the_three_words():
     assert VERDICTS == ("reproduced", "partly", "not reproduced", "inconclusive")
+
+
+def test_glue_value_refuses_a_missing_number():
+    from kmtrf_core.book.claims import glue_value
+
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="must be finite"):
+            glue_value("ch16_sc_final", bad)
+    assert glue_value("ch16_sc_final", "nan as a text is the writer's choice") is False
