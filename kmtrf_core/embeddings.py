@@ -31,6 +31,7 @@ __all__ = [
     "cluster_codes",
     "embedding_dim",
     "embed",
+    "embed_unchecked",
     "parameter_count",
     "parameter_reduction",
 ]
@@ -265,6 +266,16 @@ def embed(
         check_same_dtype(X, codes, "X and codes")
         if codes.shape[0] != k:
             raise ValueError(f"codes must have shape (k, m) with k={k}, got {tuple(codes.shape)}")
+    return embed_unchecked(X, C, codes)
+
+
+def embed_unchecked(X: torch.Tensor, C: torch.Tensor, codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`embed` with given ``codes`` and no input checks (the training step's hot path).
+
+    >>> Xb, Cb = embed_unchecked(torch.zeros(1, 2, 1), torch.ones(1, 2, 1), torch.eye(2))
+    >>> Cb.tolist()
+    [[[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]]]
+    """
     m = codes.shape[1]
     X_bar = torch.cat([X, X.new_zeros(X.shape[:-1] + (m,))], dim=-1)  # (B, n, d_emb)
     C_bar = torch.cat([C, codes.expand(C.shape[:-1] + (m,))], dim=-1)  # (B, k, d_emb)

@@ -24,7 +24,7 @@ from torch import nn
 from .embeddings import SCHEMES
 from .validation import check_choice, check_finite_result, check_int, check_number, check_points_centers
 from .attention import IMPLS, attend
-from .embeddings import cluster_codes, embed
+from .embeddings import cluster_codes, embed, embed_unchecked
 
 __all__ = ["ClusterTransformer", "check_model", "lloyd_weights"]
 
@@ -371,11 +371,20 @@ class ClusterTransformer(nn.Module):
         check_int(steps, "steps")
         if chunk is not None:
             check_int(chunk, "chunk")
+        return self.run_unchecked(X, C, steps, return_embeddings, chunk)
+
+    def run_unchecked(self, X, C, steps: int = 1, return_embeddings: bool = False, chunk: int | None = None):
+        """:meth:`apply_layers` on tasks already checked (and, for an ensemble, shaped ``(S, B, ., d)``).
+
+        It reads nothing back to the host, so a GPU training step built on it
+        can be captured as one graph; the training loop calls it on tasks it
+        sampled itself.
+        """
         origin = None
         if self.center:
             origin = C.mean(dim=-2, keepdim=True)  # (..., 1, d), per task
             X, C = X - origin, C - origin
-        X_bar, C_bar = self.embed(X, C)
+        X_bar, C_bar = embed_unchecked(X, C, self.codes.to(X.dtype))
         for _ in range(steps):
             X_bar, C_bar = self.layer(X_bar, C_bar, chunk=chunk)
         centers = C_bar[..., : self.d]  # (B, k, d)

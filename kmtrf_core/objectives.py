@@ -24,7 +24,7 @@ import math
 import torch
 
 from .validation import check_choice, check_int, check_number, check_points_centers, check_tensor
-from .attention import task_sqdist
+from .attention import squared_distances, task_sqdist
 from .lloyd import kmeans_objective
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "regularized_weights",
     "smoothed_point_losses",
     "smoothed_kmeans_loss",
+    "training_loss",
     "weight_gap",
     "smoothing_gap",
     "smoothing_constant",
@@ -166,6 +167,10 @@ def regularized_weights(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) ->
     """
     omega, tau = check_choice(omega, "omega", OMEGAS), check_number(tau, "tau")
     _check_scores(r, "r")
+    return _regularized(r, omega, tau)
+
+
+def _regularized(r: torch.Tensor, omega: str, tau: float) -> torch.Tensor:
     # both maps are invariant to a shift of the scores: shifted so the best is exactly 0, a tiny tau
     # sends the others to -inf (weight 0) instead of every score to -inf (NaN)
     z = -(r - r.detach().amin(dim=-1, keepdim=True)) / tau
@@ -202,8 +207,9 @@ def smoothed_point_losses(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", t
     tensor([[2.6900, 3.4800, 2.6900]])
     """
     check_points_centers(X, C, k_le_n=False)
-    r = task_sqdist(X, C)  # (B, n, k)
-    return (regularized_weights(r, omega, tau) * r).sum(dim=-1)
+    omega, tau = check_choice(omega, "omega", OMEGAS), check_number(tau, "tau")
+    r = task_sqdist(X, C)  # (B, n, k); an overflow is a ValueError
+    return (_regularized(r, omega, tau) * r).sum(dim=-1)
 
 
 def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1,
@@ -240,7 +246,25 @@ def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", ta
     check_number(trim, "trim", allow_zero=True)
     if trim >= 1:
         raise ValueError(f"trim must be below 1 (some points must stay in the loss), got {trim!r}")
-    losses = smoothed_point_losses(X, C, omega, tau)  # (B, n)
+    return _kmeans_loss(smoothed_point_losses(X, C, omega, tau), trim)
+
+
+def training_loss(X: torch.Tensor, C: torch.Tensor, omega: str, tau: float, trim: float = 0.0) -> torch.Tensor:
+    """:func:`smoothed_kmeans_loss` without input checks, for the training step: ``(B,)``.
+
+    It never reads a value back to the host, so a GPU step that calls it can
+    run as one captured graph; non-finite centers give a non-finite loss
+    instead of a ``ValueError`` (the training loop names them as divergence).
+
+    >>> X = torch.tensor([[[0.], [1.], [4.]]]); C = torch.tensor([[[0.], [4.]]])
+    >>> torch.equal(training_loss(X, C, "l2", 0.1), smoothed_kmeans_loss(X, C, "l2", 0.1))
+    True
+    """
+    r = squared_distances(X, C)  # (B, n, k); an overflow comes back as inf, never as a host check
+    return _kmeans_loss((_regularized(r, omega, tau) * r).sum(dim=-1), trim)
+
+
+def _kmeans_loss(losses: torch.Tensor, trim: float) -> torch.Tensor:
     dropped = int(trim * losses.shape[-1])
     if dropped == 0:
         return losses.sum(dim=-1)

@@ -116,7 +116,7 @@ def test_mismatched_checkpoint_fails_clearly(tmp_path):
 
 
 def test_divergence_names_step_and_seed(monkeypatch):
-    real = train_module.smoothed_kmeans_loss
+    real = train_module.training_loss
     calls = {"n": 0}
 
     def flaky(X, C, omega, tau, trim=0.0):
@@ -124,7 +124,7 @@ def test_divergence_names_step_and_seed(monkeypatch):
         out = real(X, C, omega, tau, trim=trim)
         return out * math.nan if calls["n"] == 3 else out
 
-    monkeypatch.setattr(train_module, "smoothed_kmeans_loss", flaky)
+    monkeypatch.setattr(train_module, "training_loss", flaky)
     with pytest.raises(TrainingDiverged, match=r"step 3 for seed 4"):
         train(TrainConfig(**TINY, seeds=(4,)))
 
@@ -193,13 +193,13 @@ def test_cli_rejects_invalid_values(capsys):
 
 
 def test_sweep_records_divergence_and_labels_runs(monkeypatch):
-    real = train_module.smoothed_kmeans_loss
+    real = train_module.training_loss
 
     def poisoned(X, C, omega, tau, trim=0.0):
         out = real(X, C, omega, tau, trim=trim)
         return out * math.nan if omega == "ne" else out
 
-    monkeypatch.setattr(train_module, "smoothed_kmeans_loss", poisoned)
+    monkeypatch.setattr(train_module, "training_loss", poisoned)
     base = TrainConfig(**TINY)
     models, hist = runs_module.sweep(base, {"omega": ["ne", "l2"], "tau": [0.5]}, on_diverge="record")
     assert models[("ne", 0.5)] is None and models[("l2", 0.5)] is not None

@@ -42,14 +42,14 @@ from tqdm.auto import tqdm
 from ..device import resolve_device
 from ..evaluate import relative_loss
 from ..lloyd import kmeans_objective, lloyd
-from ..objectives import smoothed_kmeans_loss
+from ..objectives import training_loss
 from ..tasks import sample_tasks
 from ..validation import check_int
 from .checkpoints import atomic_save, load_checkpoint, load_weights, remove_stale_temporaries, weights_of
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, initial_layer
 from .convergence import should_stop
 
-__all__ = ["train", "validation_tasks"]
+__all__ = ["train", "training_step", "validation_tasks"]
 
 
 def _task_generator(seed: int, device) -> torch.Generator:
@@ -146,8 +146,7 @@ def train(
     S = len(seeds)
 
     model = initial_layer(config, device)
-    params = list(model.parameters())
-    optimizer = torch.optim.Adam(params, lr=config.lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     task_gens = [_task_generator(seed, device) for seed in seeds]
     X_val, C_val = validation_tasks(config, device)
     T = config.unroll
@@ -218,43 +217,44 @@ def train(
         rows += [(0, seed, math.nan, val[i], 0.0) for i, seed in enumerate(seeds)]
 
     last_step = start_step
+    pending: list = []  # steps whose losses and checks are still on the device: (step, losses, ok, wall time)
+
+    def read_back() -> None:
+        # one transfer for all pending steps: no host synchronization between validations (a GPU step then
+        # never waits for the host); the first non-finite value still names its step, seed and kind
+        if not pending:
+            return
+        batch = list(pending)
+        pending.clear()
+        losses = torch.stack([entry[1] for entry in batch]).cpu()  # (P, S)
+        ok = torch.stack([entry[2] for entry in batch]).cpu()  # (P, 3, S): centers, loss, gradient
+        for i, (step, _, _, wall) in enumerate(batch):
+            for check, what in enumerate(("centers", "training loss", "gradient")):
+                _check_finite(ok[i, check], what, step, seeds, rows)
+            rows.extend((step, seed, losses[i, j].item(), math.nan, wall) for j, seed in enumerate(seeds))
+        if progress:
+            bar.set_postfix(loss=f"{losses[-1].mean().item():.4g}")
+
     stopped = start_step > 0 and start_step in curve and flat()  # a resumed run that had already stopped
     bar = tqdm(range(start_step + 1, config.steps + 1), disable=not progress or stopped, desc="training",
                unit="step")
     for step in [] if stopped else bar:
-        batches = [_sample(config, g, config.batch, device) for g in task_gens]
-        X = torch.stack([b[0] for b in batches]) if S > 1 else batches[0][0]  # ((S,) B, n, d)
-        C = torch.stack([b[1] for b in batches]) if S > 1 else batches[0][1]
-        model.gamma, tau = config.schedule(step)
-        losses = 0.0
-        centers = C
-        for t in range(1, T + 1):  # re-embedded: each step sees fresh tokens, as a single-step layer does
-            centers = model.apply_layers(X, centers)
-            if t == T or config.unroll_loss == "sum":
-                # caught before the loss: sparsemax and softmin fed non-finite centers fail without naming it
-                _check_finite(centers.detach().reshape(S, -1).isfinite().all(dim=1), "centers", step, seeds, rows)
-                losses = losses + smoothed_kmeans_loss(X.flatten(0, -3), centers.flatten(0, -3), config.omega,
-                                                       tau, trim=config.trim)
-        per_seed = losses.view(S, config.batch).mean(dim=1)  # (S,)
-        optimizer.zero_grad(set_to_none=True)
-        per_seed.sum().backward()  # seeds do not interact: each slice gets its own gradient
-        values = per_seed.detach().cpu()
-        _check_finite(values.isfinite(), "training loss", step, seeds, rows)
-        _check_finite(_finite_gradients(params, S), "gradient", step, seeds, rows)
-        if config.clip is not None:
-            _clip_per_member(params, config.clip, S > 1)
-        optimizer.step()
+        values, ok = training_step(model, optimizer, config, task_gens, step)
         elapsed = time.perf_counter() - t0
-        validating = step % config.val_every == 0 or step == config.steps
-        val = validate(step) if validating else [math.nan] * S
-        rows += [(step, seed, values[i].item(), val[i], elapsed) for i, seed in enumerate(seeds)]
-        if progress:
-            bar.set_postfix(loss=f"{values.mean().item():.4g}")
+        pending.append((step, values, ok, elapsed))
         last_step = step
-        if checkpoint is not None and checkpoint_every is not None and step % checkpoint_every == 0:
-            save(step)
+        validating = step % config.val_every == 0 or step == config.steps
+        saving = checkpoint is not None and checkpoint_every is not None and step % checkpoint_every == 0
+        if validating or saving:
+            read_back()  # a diverged run stops here, before its weights are validated or saved
+            if validating:
+                val = validate(step)
+                rows[-S:] = [row[:3] + (val[j],) + row[4:] for j, row in enumerate(rows[-S:])]
+            if saving:
+                save(step)
         if validating and flat():
             break
+    read_back()
     bar.close()
     if checkpoint is not None:
         save(last_step)
@@ -264,6 +264,59 @@ def train(
     if config.snapshots:
         history.attrs["snapshots"] = snapshots
     return model, history
+
+
+def training_step(model, optimizer, config: TrainConfig, task_gens, step: int):
+    """One step of Algorithm 1 on device, with nothing read back to the host.
+
+    Samples ``config.batch`` tasks per seed from ``task_gens``, runs the layer
+    (``config.unroll`` re-embedded applications), takes the mean smoothed
+    k-means loss per seed and one optimizer step. Divergence is not raised
+    here: the returned flags say, per seed, whether the centers, the loss
+    and the gradient were finite, and :func:`train` reads them back at its
+    next validation (one transfer for many steps, so a GPU never waits).
+
+    Returns
+    -------
+    losses : torch.Tensor
+        ``(S,)`` training loss per seed, on the model's device.
+    ok : torch.Tensor
+        ``(3, S)`` bool: finite centers, finite loss, finite gradient.
+
+    Examples
+    --------
+    >>> cfg = TrainConfig(d=2, k=3, n=16, batch=4, seeds=(0, 1))
+    >>> model = initial_layer(cfg, "cpu")
+    >>> opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    >>> losses, ok = training_step(model, opt, cfg, [torch.Generator().manual_seed(s) for s in (0, 1)], 1)
+    >>> tuple(losses.shape), bool(ok.all())
+    ((2,), True)
+    """
+    S = len(config.seeds)
+    device = model.Q.device
+    batches = [_sample(config, g, config.batch, device) for g in task_gens]
+    X = torch.stack([b[0] for b in batches]) if S > 1 else batches[0][0]  # ((S,) B, n, d)
+    C = torch.stack([b[1] for b in batches]) if S > 1 else batches[0][1]
+    model.gamma, tau = config.schedule(step)
+    losses = 0.0
+    centers = C
+    centers_ok = torch.ones(S, dtype=torch.bool, device=device)
+    for t in range(1, config.unroll + 1):  # re-embedded: each step sees fresh tokens, as a single-step layer does
+        centers = model.run_unchecked(X, centers)
+        if t == config.unroll or config.unroll_loss == "sum":
+            centers_ok &= centers.detach().reshape(S, -1).isfinite().all(dim=1)
+            losses = losses + training_loss(X.flatten(0, -3), centers.flatten(0, -3), config.omega, tau,
+                                            trim=config.trim)
+    per_seed = losses.view(S, config.batch).mean(dim=1)  # (S,)
+    optimizer.zero_grad(set_to_none=True)
+    per_seed.sum().backward()  # seeds do not interact: each slice gets its own gradient
+    values = per_seed.detach()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    ok = torch.stack([centers_ok, values.isfinite(), _finite_gradients(params, S)])  # (3, S)
+    if config.clip is not None:
+        _clip_per_member(params, config.clip, S > 1)
+    optimizer.step()
+    return values, ok
 
 
 def _check_finite(ok, what: str, step: int, seeds, rows) -> None:

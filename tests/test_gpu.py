@@ -1,0 +1,74 @@
+"""Checks that need a CUDA device: skipped elsewhere (CI has no GPU), and the skip says so.
+
+Run them where a GPU is lent: ``.venv/bin/python -m pytest tests/test_gpu.py -v -rs``.
+They cover what differs on a GPU: the construction's exactness with CUDA's kernels, a training run
+replayed from its seed, a resume, and a training step that never waits for the host (the condition
+for capturing it as one CUDA graph).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from kmtrf_core import ClusterTransformer, has_empty_cluster, lloyd, sample_tasks
+from kmtrf_core.training import TrainConfig, train
+from kmtrf_core.training.config import initial_layer
+from kmtrf_core.training.loop import _task_generator, training_step
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA device on this machine: the GPU checks run where one is lent")
+
+CUDA = "cuda"
+SMALL = TrainConfig(d=4, k=6, n=64, steps=40, batch=8, val_tasks=16, val_every=10, seeds=(0, 1), device=CUDA)
+
+
+@pytest.mark.parametrize("dtype,tolerance", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("scheme", ["bn", "oh"])
+def test_construction_is_lloyd_on_cuda(scheme, dtype, tolerance):
+    X, C = sample_tasks(64, 128, 8, 10, generator=3, dtype=dtype, device=CUDA)
+    model = ClusterTransformer.from_lloyd(8, 10, scheme, dtype=dtype, device=CUDA)
+    with torch.no_grad():
+        out = model(X, C, steps=3)
+    expected = lloyd(X, C, steps=3)
+    keep = ~has_empty_cluster(X, C, 3)  # an empty cluster follows the code rule, not Lloyd's
+    assert keep.float().mean() > 0.8
+    assert (out[keep] - expected[keep]).abs().max().item() <= tolerance
+
+
+def test_a_training_run_replays_from_its_seed():
+    _, first = train(SMALL)
+    _, second = train(SMALL)
+    a, b = first.drop(columns="wall_time"), second.drop(columns="wall_time")
+    assert a[["step", "seed"]].equals(b[["step", "seed"]])
+    torch.testing.assert_close(torch.tensor(a.train_loss.to_numpy()), torch.tensor(b.train_loss.to_numpy()),
+                               rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_a_resumed_run_equals_the_uninterrupted_one(tmp_path):
+    full_model, full = train(SMALL)
+    ckpt = tmp_path / "half.pt"
+    train(dataclasses.replace(SMALL, steps=20), checkpoint=ckpt)
+    resumed_model, resumed = train(SMALL, resume=ckpt)
+    for p, q in zip(full_model.parameters(), resumed_model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(full.val_relative_loss.to_numpy()),
+                               torch.tensor(resumed.val_relative_loss.to_numpy()), rtol=1e-4, atol=1e-5,
+                               equal_nan=True)
+
+
+def test_the_training_step_never_waits_for_the_host():
+    model = initial_layer(SMALL, CUDA)
+    optimizer = torch.optim.Adam(model.parameters(), lr=SMALL.lr)
+    generators = [_task_generator(seed, torch.device(CUDA)) for seed in SMALL.seeds]
+    training_step(model, optimizer, SMALL, generators, 1)  # the first step allocates Adam's state
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for step in range(2, 6):
+            losses, ok = training_step(model, optimizer, SMALL, generators, step)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert bool(ok.all()) and losses.shape == (2,)
