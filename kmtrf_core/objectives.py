@@ -171,6 +171,9 @@ def regularized_weights(r: torch.Tensor, omega: str = "l2", tau: float = 0.1) ->
 
 
 def _regularized(r: torch.Tensor, omega: str, tau: float) -> torch.Tensor:
+    if tau < torch.finfo(r.dtype).smallest_normal * torch.finfo(r.dtype).eps:  # a host-side test: no sync
+        raise ValueError(f"tau={tau!r} is below the smallest positive {r.dtype} number, where it would round "
+                         "to 0 (and the weights to 0/0); use a larger tau or float64")
     # both maps are invariant to a shift of the scores: shifted so the best is exactly 0, a tiny tau
     # sends the others to -inf (weight 0) instead of every score to -inf (NaN)
     z = -(r - r.detach().amin(dim=-1, keepdim=True)) / tau

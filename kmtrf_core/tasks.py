@@ -262,6 +262,8 @@ def sample_tasks(
     check_clusters(k, n)
     families = check_families(family)
     check_number(scale, "scale")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch dtype (torch.float32 or torch.float64), got {dtype!r}")
     gen = make_generator(generator, device, name="generator")
     device = gen.device if device is None else torch.device(device)
     opts = dict(generator=gen, dtype=dtype, device=device)

@@ -381,7 +381,7 @@ def test_the_layer_keeps_the_contract(pair, scheme, gamma):
 
 
 @SETTINGS
-@given(tasks(), st.sampled_from([1e-40, 1e-8, 0.1, 1e8]), st.sampled_from(["ne", "l2"]))
+@given(tasks(), st.sampled_from([1e-320, 1e-46, 1e-40, 1e-8, 0.1, 1e8]), st.sampled_from(["ne", "l2"]))
 def test_extreme_tau_keeps_the_contract(pair, tau, omega):
     check_contract(f"smoothed_kmeans_loss[{omega}]", K.smoothed_kmeans_loss, *pair, omega=omega, tau=tau)
 
@@ -455,6 +455,22 @@ def test_a_float64_layer_on_float32_tasks_names_both_dtypes():
     X, C = K.sample_tasks(2, 10, 4, 5, generator=0)
     with pytest.raises(ValueError, match="float32.*float64|float64.*float32"):
         model(X, C)
+
+
+@pytest.mark.parametrize("omega", ["ne", "l2"])
+def test_a_tau_that_rounds_to_zero_in_the_dtype_is_refused_by_name(omega):
+    X, C = K.sample_tasks(3, 20, 2, 4, generator=0)
+    with pytest.raises(ValueError, match=r"tau=1e-320 .*float32"):
+        K.smoothed_kmeans_loss(X, C, omega, 1e-320)
+    assert torch.isfinite(K.smoothed_kmeans_loss(X.double(), C.double(), omega, 1e-320)).all()  # float64 holds it
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, "float32", None])
+def test_the_samplers_refuse_a_dtype_that_is_not_floating_point(dtype):
+    for sampler in (K.sample_tasks, K.family_tasks):
+        with pytest.raises(ValueError, match="dtype must be a floating-point"):
+            sampler(2, 10, 2, 3, dtype=dtype)
+        check_contract(sampler.__name__, sampler, 2, 10, 2, 3, dtype=dtype)
 
 
 SIZES = st.sampled_from([0, 1, 2, 3, 5, -1, True, 2.5, None, "2", 10**20])

@@ -191,7 +191,7 @@ def test_bad_arguments_get_named_errors(small_layer, tmp_path):
     broken.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(ValueError, match="broken.pt"):
         TransformerKMeans(3, layer=broken).fit(X)
-    with pytest.raises(ValueError, match="init must have shape"):
+    with pytest.raises(ValueError, match=r"initial centers \(2, 2\) does not match the number of clusters 3"):
         TransformerKMeans(3, init=np.zeros((2, 2))).fit(X)
     with pytest.raises(ValueError, match="n_clusters"):
         TransformerKMeans(0).fit(X)
@@ -225,10 +225,15 @@ def test_load_layer_refuses_an_ensemble_checkpoint(tmp_path):
         load_layer(tmp_path / "two.pt")
 
 
-def test_an_empty_cluster_keeps_its_center_and_warns():
+def test_an_empty_cluster_keeps_its_center_only_when_asked_and_warns():
     X = np.array([[0.0], [0.1], [0.2], [0.3]])
+    init = np.array([[0.0], [0.3], [50.0]])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        km = TransformerKMeans(3, init=np.array([[0.0], [0.3], [50.0]]), max_iter=5).fit(X)
-    assert km.cluster_centers_[2, 0] == 50.0  # scikit-learn would move it to a far point instead
+        km = TransformerKMeans(3, init=init, max_iter=5, empty="keep").fit(X)
+    assert km.cluster_centers_[2, 0] == 50.0  # the paper's rule: the center stays
     assert any("distinct clusters" in str(w.message) for w in caught)
+    relocated = TransformerKMeans(3, init=init, max_iter=5).fit(X)  # scikit-learn's rule, the default
+    ref = KMeans(3, init=init, n_init=1, max_iter=5).fit(X)
+    np.testing.assert_array_equal(relocated.labels_, ref.labels_)
+    np.testing.assert_allclose(relocated.cluster_centers_, ref.cluster_centers_, rtol=1e-12, atol=1e-15)

@@ -197,7 +197,7 @@ def compare_methods(data: RealData, layers: dict, starts: int, steps: int, seed:
             init = kmeans_plusplus(X, data.k, random_state=seed + s)[0]
         else:
             init = X[np.random.RandomState(seed + s).choice(n, data.k, replace=False)]
-        lloyd, seconds = fit(TransformerKMeans(data.k, init=init, max_iter=steps, tol=0.0))
+        lloyd, seconds = fit(TransformerKMeans(data.k, init=init, max_iter=steps, tol=0.0, empty="keep"))
         reference = path_of(lloyd)
         runs = {("Lloyd", 0): (lloyd, seconds)}
         for label, options in expanded.items():

@@ -33,21 +33,25 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..attention import task_sqdist
+from ..validation import check_finite_result
+from .passes import chunk_slices, lloyd_pass, lloyd_update, same_clustering, sample_weights, squared_norms
 from ..device import resolve_device
 from ..model import ClusterTransformer, check_model
-from ..validation import check_finite_result
 from ..training import TrainConfig, train_cached
 from ..training.convergence import validation_curve
 from ..training.checkpoints import load_checkpoint, load_weights
 from ..training.config import layer_for
 
-__all__ = ["LAYERS", "TransformerKMeans", "learned_config", "load_layer"]
+__all__ = ["EMPTY", "LAYERS", "TransformerKMeans", "learned_config", "load_layer"]
 
 LAYERS = ("lloyd", "learned")
 """The named update steps of :class:`TransformerKMeans` (a model or a checkpoint path also work)."""
+
+EMPTY = ("relocate", "keep")
+"""What a Lloyd step of :class:`TransformerKMeans` does with an empty cluster: scikit-learn's rule, or the paper's."""
 
 # The recipe a learned layer for a new (d, k) is trained with: chapter 15's "plain" recipe at the book
 # profile (Section 4 / Appendix D: normal mixtures, BN, the sparsemax loss at tau 0.1, gamma 1, lr 0.01),
@@ -110,62 +114,6 @@ def load_layer(path) -> ClusterTransformer:
     return load_weights(model, weights).requires_grad_(False)
 
 
-def _chunks(n: int, size: int):
-    for start in range(0, n, size):
-        yield slice(start, min(start + size, n))
-
-
-def _weights(sample_weight, n: int, dtype):
-    """``None`` (every point weighs 1) or a finite, non-negative ``(n,)`` array with a positive sum."""
-    if sample_weight is None:
-        return None
-    w = np.asarray(sample_weight, dtype=dtype)
-    if w.ndim == 0:
-        w = np.full(n, float(w), dtype=dtype)
-    if w.shape != (n,):
-        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
-    if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-        raise ValueError("sample_weight must be finite and non-negative, and not all zero")
-    return w
-
-
-def _squared_norms(X: torch.Tensor, chunk: int) -> torch.Tensor:
-    """``|x|^2`` of every row, chunk by chunk (no temporary the size of ``X``)."""
-    out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
-    for part in _chunks(X.shape[0], chunk):
-        out[part] = (X[part] * X[part]).sum(dim=1)
-    return out
-
-
-def _pass(X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, chunk: int, w: torch.Tensor | None = None,
-          means: bool = False):
-    """One pass over the points: nearest center, its squared distance and, with ``means``, Lloyd's means.
-
-    ``|x - c|^2 = |x|^2 + (|c|^2 - 2 x.c)``: the bracket decides the nearest
-    center (the lowest index on a tie), one ``addmm`` per chunk laid out
-    ``(k, chunk)`` so that the minimum runs across contiguous rows, and
-    ``|x|^2`` (``x2``, once per fit) is added to the minimum only. The caller
-    works on centered data, as scikit-learn's KMeans does, which keeps the
-    cancellation small. The per-cluster sums are accumulated chunk by chunk
-    while the chunk is in cache. A center whose cluster is empty stays where
-    it was. A distance that overflows the dtype raises ``ValueError``.
-    """
-    k = C.shape[0]
-    c2 = (C * C).sum(dim=1, keepdim=True)  # (k, 1)
-    labels = torch.empty(X.shape[0], dtype=torch.int64, device=X.device)
-    dist = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
-    sums = torch.zeros_like(C) if means else None
-    for part in _chunks(X.shape[0], chunk):
-        torch.min(torch.addmm(c2, C, X[part].t(), alpha=-2.0), dim=0, out=(dist[part], labels[part]))
-        if means:
-            sums.index_add_(0, labels[part], X[part] if w is None else X[part] * w[part].unsqueeze(1))
-    check_finite_result(dist.add_(x2).clamp_min_(0.0), "squared distances")
-    if not means:
-        return labels, dist, None
-    counts = torch.bincount(labels, weights=w, minlength=k).to(C.dtype).unsqueeze(1)
-    return labels, dist, torch.where(counts > 0, sums / counts.clamp_min(1), C)
-
-
 class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     """k-means whose update step is a transformer layer: the exact Lloyd construction or a learned one.
 
@@ -181,9 +129,8 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
           that equality). It is computed in closed form, chunked, so it scales
           to millions of points; from the same initial centers, in float64, it
           equals ``sklearn.cluster.KMeans(algorithm="lloyd")`` (labels,
-          iterations, and centers to rounding) whenever no cluster runs empty.
-          An empty cluster keeps its center (scikit-learn moves it to a far
-          point instead).
+          iterations, and centers to rounding), empty clusters included
+          (see ``empty``).
         * ``"learned"``: a layer trained for the data's ``(d, k)`` with
           :func:`learned_config` (``training`` overrides its fields), through
           the run cache (:func:`~kmtrf_core.training.train_cached`): the first
@@ -211,13 +158,36 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         Stop when the centers move by at most ``tol`` times the mean variance
         of the features (squared Frobenius norm), as scikit-learn does. Lloyd
         also stops as soon as no label changes.
-    init : {"k-means++", "random"} or array (n_clusters, n_features)
-        Initial centers: scikit-learn's k-means++ seeding, distinct random
-        points, or given centers (then ``n_init`` is 1).
-    n_init : int
-        Initializations; the fit with the lowest inertia is kept.
+    init : {"k-means++", "random"}, callable or array (n_clusters, n_features)
+        Initial centers, as in ``KMeans``: scikit-learn's k-means++ seeding,
+        distinct random points, ``init(X, n_clusters, random_state)`` (called
+        on the data centered at their mean, as ``KMeans`` calls it), or given
+        centers.
+    n_init : "auto" or int
+        Initializations; the fit with the lowest inertia is kept. ``"auto"``
+        (``KMeans``'s default): 1 for k-means++ and given centers, 10 for
+        ``"random"`` and a callable.
+    verbose : int or bool
+        Print what ``KMeans`` prints (initialization, the inertia of each
+        iteration, why it stopped); a learned layer's training shows a
+        progress bar.
     random_state : int, RandomState or None
         Seeds the initializations.
+    copy_x : bool
+        As in ``KMeans``: ``False`` centers a float, C-ordered ``X`` in
+        place during the fit and restores it after (to rounding).
+    algorithm : {"lloyd", "elkan"}
+        Accepted for ``KMeans`` compatibility; both run Lloyd's iterations
+        (Elkan's algorithm computes the same iterations with fewer distances).
+    empty : {"relocate", "keep"}
+        What a Lloyd step does with a cluster that has lost all its points.
+        ``"relocate"`` (default): scikit-learn's rule, so that labels equal
+        ``KMeans``'s from the same start in this case too: the cluster takes
+        one of the points farthest from their own center. ``"keep"``: the
+        center stays where it was, the convention of the paper's Algorithm 2
+        and of :func:`~kmtrf_core.lloyd.lloyd`; the fit may then end with
+        fewer than ``n_clusters`` non-empty clusters (``ConvergenceWarning``).
+        A layer step computes its own centers and ignores this.
     pad_to : int, optional
         See ``layer="learned"``.
     training : dict, optional
@@ -226,8 +196,6 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         Points per chunk in the assignment and the layer's attention.
     device : str or torch.device, optional
         Where to compute; default CUDA when present, else the CPU.
-    verbose : bool
-        Progress while a learned layer trains.
 
     Attributes
     ----------
@@ -259,34 +227,41 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "layer": [StrOptions(set(LAYERS)), ClusterTransformer, str, os.PathLike],
+        "init": [StrOptions({"k-means++", "random"}), callable, "array-like"],
+        "n_init": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "init": [StrOptions({"k-means++", "random"}), "array-like"],
-        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "verbose": ["verbose"],
         "random_state": ["random_state"],
+        "copy_x": ["boolean"],
+        "algorithm": [StrOptions({"lloyd", "elkan"})],
+        "layer": [StrOptions(set(LAYERS)), ClusterTransformer, str, os.PathLike],
+        "empty": [StrOptions(set(EMPTY))],
         "pad_to": [Interval(Integral, 1, None, closed="left"), None],
         "training": [dict, None],
         "chunk_size": [Interval(Integral, 1, None, closed="left")],
         "device": [str, torch.device, None],
-        "verbose": ["boolean"],
     }
 
-    def __init__(self, n_clusters: int = 8, *, layer="lloyd", max_iter: int = 300, tol: float = 1e-4,
-                 init="k-means++", n_init: int = 1, random_state=None, pad_to: int | None = None,
-                 training: dict | None = None, chunk_size: int = 16384, device=None, verbose: bool = False):
+    def __init__(self, n_clusters: int = 8, *, init="k-means++", n_init="auto", max_iter: int = 300,
+                 tol: float = 1e-4, verbose=0, random_state=None, copy_x: bool = True, algorithm: str = "lloyd",
+                 layer="lloyd", empty: str = "relocate", pad_to: int | None = None, training: dict | None = None,
+                 chunk_size: int = 16384, device=None):
         self.n_clusters = n_clusters
-        self.layer = layer
-        self.max_iter = max_iter
-        self.tol = tol
         self.init = init
         self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
         self.random_state = random_state
+        self.copy_x = copy_x
+        self.algorithm = algorithm
+        self.layer = layer
+        self.empty = empty
         self.pad_to = pad_to
         self.training = training
         self.chunk_size = chunk_size
         self.device = device
-        self.verbose = verbose
 
     # -- the layer ----------------------------------------------------------------------------------
 
@@ -339,22 +314,47 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     # -- fitting ------------------------------------------------------------------------------------
 
-    def _initial_centers(self, X: np.ndarray, random_state, X_mean: np.ndarray, w) -> np.ndarray:
+    def _n_init(self) -> int:
+        """``n_init`` resolved as ``KMeans`` resolves it, with its warning for given centers."""
+        init = self.init
+        given = not isinstance(init, str) and not callable(init)
+        if self.n_init == "auto":
+            n_init = 10 if (isinstance(init, str) and init == "random") or callable(init) else 1
+        else:
+            n_init = self.n_init
+        if given and n_init != 1:
+            warnings.warn(f"Explicit initial center position passed: performing only one init in "
+                          f"{type(self).__name__} instead of n_init={n_init}.", RuntimeWarning, stacklevel=3)
+            n_init = 1
+        return n_init
+
+    def _check_centers(self, X: np.ndarray, centers) -> np.ndarray:
+        """Given or returned initial centers: ``KMeans``'s checks and its messages."""
+        centers = check_array(centers, dtype=X.dtype, copy=True, order="C")
+        if centers.shape[0] != self.n_clusters:
+            raise ValueError(f"The shape of the initial centers {centers.shape} does not match the number of "
+                             f"clusters {self.n_clusters}.")
+        if centers.shape[1] != X.shape[1]:
+            raise ValueError(f"The shape of the initial centers {centers.shape} does not match the number of "
+                             f"features of the data {X.shape[1]}.")
+        return centers
+
+    def _initial_centers(self, X: np.ndarray, random_state, init_array, w) -> np.ndarray:
         k = self.n_clusters
         n = X.shape[0]
         w = np.ones(n, dtype=X.dtype) if w is None else w
-        # X is centered (as inside scikit-learn's KMeans), so both seedings draw what KMeans draws
+        # X is centered (as inside scikit-learn's KMeans), so every seeding draws what KMeans draws
         if isinstance(self.init, str) and self.init == "k-means++":
             return kmeans_plusplus(X, k, sample_weight=w, random_state=random_state)[0]
         if isinstance(self.init, str) and self.init == "random":
             return X[random_state.choice(n, size=k, replace=False, p=w / w.sum())].copy()
-        centers = np.asarray(self.init, dtype=X.dtype)
-        if centers.shape != (k, X.shape[1]):
-            raise ValueError(f"init must have shape (n_clusters, n_features) = {(k, X.shape[1])}, "
-                             f"got {centers.shape}")
-        if not np.isfinite(centers).all():
-            raise ValueError("init has non-finite values (nan or inf)")
-        return centers - X_mean
+        if callable(self.init):
+            return self._check_centers(X, self.init(X, k, random_state=random_state))
+        return init_array
+
+    def _say(self, message: str) -> None:
+        if self.verbose:
+            print(message)
 
     def _run(self, X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, tol: float, lo, span, w):
         chunk = self.chunk_size
@@ -367,21 +367,24 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         strict = False
         iterations = 0
         for iterations in range(1, self.max_iter + 1):
-            labels, dist, means = _pass(X, x2, C, chunk, w, means=self.layer_ is None)
+            labels, dist, sums = lloyd_pass(X, x2, C, chunk, w, means=self.layer_ is None)
             path.append(inertia(dist))
+            self._say(f"Iteration {iterations - 1}, inertia {path[-1]}.")
             if self.layer_ is None:
-                if labels_old is not None and torch.equal(labels, labels_old):
-                    strict = True  # the labels did not change: Lloyd has converged, C is its fixed point
-                    break
-                new = means
+                new = lloyd_update(X, C, labels, *sums, w, self.empty, chunk)
             else:
                 new = self._layer_step(X, C, lo, span)
             shift = float(((new - C) ** 2).sum())
             C = new
+            if self.layer_ is None and labels_old is not None and torch.equal(labels, labels_old):
+                strict = True  # the labels did not change: Lloyd has converged
+                self._say(f"Converged at iteration {iterations - 1}: strict convergence.")
+                break
             labels_old = labels
             if shift <= tol:
+                self._say(f"Converged at iteration {iterations - 1}: center shift {shift} within tolerance {tol}.")
                 break
-        labels, dist, _ = _pass(X, x2, C, chunk)
+        labels, dist, _ = lloyd_pass(X, x2, C, chunk)
         if not strict:
             path.append(inertia(dist))
         return C, labels, inertia(dist), max(iterations, 1), np.asarray(path)
@@ -395,21 +398,21 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         ``layer="lloyd"``.
 
         Raises ``ValueError`` for NaN or inf, fewer samples than clusters, a
-        wrong shape, or a layer of another ``d`` or ``k``.
+        wrong shape, or a layer of another ``d`` or ``k``, with ``KMeans``'s
+        words where ``KMeans`` has the same check.
         """
         self._validate_params()
-        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", copy=True)
-        w = _weights(sample_weight, X.shape[0], X.dtype)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", copy=self.copy_x)
+        if X.shape[0] < self.n_clusters:
+            raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}.")
+        n_init = self._n_init()
+        w = sample_weights(sample_weight, X.shape[0], X.dtype)
         if w is not None and not (isinstance(self.layer, str) and self.layer == "lloyd") and np.ptp(w) > 0:
             raise ValueError("sample_weight: a layer step weighs every point equally; unequal weights need "
                              "layer='lloyd'")
-        if X.shape[0] < self.n_clusters:
-            raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}")
-        n_init = self.n_init
-        if not isinstance(self.init, str) and n_init != 1:
-            warnings.warn(f"init is an array of centers: n_init={n_init} is ignored (one run)", RuntimeWarning,
-                          stacklevel=2)
-            n_init = 1
+        init_array = None
+        if not isinstance(self.init, str) and not callable(self.init):
+            init_array = self._check_centers(X, self.init)
         random_state = check_random_state(self.random_state)
         device = resolve_device(self.device)
         self.layer_ = self._resolve_layer(X.shape[1])
@@ -418,18 +421,13 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         # like scikit-learn: work on the centered data, for precision; the distances are unchanged
         X_mean = X.mean(axis=0)
         X -= X_mean
-        Xt = torch.from_numpy(X).to(device)
-        tol = self.tol * float(Xt.var(dim=0, correction=0).mean()) if X.shape[0] > 1 else 0.0
-        lo = Xt.amin(dim=0)
-        span = (Xt.amax(dim=0) - lo)
-        span = torch.where(span > 0, span, torch.ones((), dtype=span.dtype, device=device))
-        x2 = _squared_norms(Xt, self.chunk_size)
-        best = None
-        for _ in range(n_init):
-            C0 = torch.from_numpy(self._initial_centers(X, random_state, X_mean, w)).to(device)
-            run = self._run(Xt, x2, C0, tol, lo, span, None if w is None else torch.from_numpy(w).to(device))
-            if best is None or run[2] < best[2]:
-                best = run
+        if init_array is not None:
+            init_array -= X_mean
+        try:
+            best = self._fit_centered(X, device, n_init, init_array, random_state, w)
+        finally:
+            if not self.copy_x:
+                X += X_mean  # the caller's array, restored
         C, labels, inertia, n_iter, path = best
         if not math.isfinite(inertia):
             raise ValueError("the clustering overflowed the data's dtype; rescale the data or use float64")
@@ -441,8 +439,29 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         distinct = len(np.unique(self.labels_))
         if distinct < self.n_clusters:
             warnings.warn(f"Number of distinct clusters ({distinct}) found smaller than n_clusters "
-                          f"({self.n_clusters}).", ConvergenceWarning, stacklevel=2)
+                          f"({self.n_clusters}). Possibly due to duplicate points in X.", ConvergenceWarning,
+                          stacklevel=2)
         return self
+
+    def _fit_centered(self, X: np.ndarray, device, n_init: int, init_array, random_state, w):
+        """The ``n_init`` runs on the centered data; the best by inertia, as ``KMeans`` picks it."""
+        Xt = torch.from_numpy(X).to(device)
+        tol = self.tol * float(Xt.var(dim=0, correction=0).mean()) if X.shape[0] > 1 else 0.0
+        lo = Xt.amin(dim=0)
+        span = (Xt.amax(dim=0) - lo)
+        span = torch.where(span > 0, span, torch.ones((), dtype=span.dtype, device=device))
+        x2 = squared_norms(Xt, self.chunk_size)
+        wt = None if w is None else torch.from_numpy(w).to(device)
+        best = None
+        for _ in range(n_init):
+            C0 = torch.from_numpy(self._initial_centers(X, random_state, init_array, w)).to(device)
+            self._say("Initialization complete")
+            run = self._run(Xt, x2, C0, tol, lo, span, wt)
+            # a new run wins with a lower inertia and another partition (not the same one renumbered)
+            if best is None or (run[2] < best[2] and not same_clustering(
+                    run[1].cpu().numpy(), best[1].cpu().numpy(), self.n_clusters)):
+                best = run
+        return best
 
     # -- using the fit ------------------------------------------------------------------------------
 
@@ -457,25 +476,30 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def predict(self, X):
         """The index of the nearest center of each point, ``(n_samples,)``."""
         X, C = self._points(X)
-        return _pass(X, _squared_norms(X, self.chunk_size), C, self.chunk_size)[0].cpu().numpy().astype(np.int32)
+        return lloyd_pass(X, squared_norms(X, self.chunk_size), C, self.chunk_size)[0].cpu().numpy().astype(np.int32)
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """:meth:`fit`, then the labels of the training points."""
         return self.fit(X, sample_weight=sample_weight).labels_
 
     def transform(self, X):
-        """Euclidean distances of each point to each center, ``(n_samples, n_clusters)``."""
+        """Euclidean distances of each point to each center, ``(n_samples, n_clusters)``.
+
+        From the coordinate differences, not the expansion that the assignment
+        uses: a point equal to a center is at distance exactly 0, as in ``KMeans``.
+        """
         X, C = self._points(X)
         out = torch.empty(X.shape[0], C.shape[0], dtype=X.dtype, device=X.device)
-        for part in _chunks(X.shape[0], self.chunk_size):
-            out[part] = task_sqdist(X[part].unsqueeze(0), C.unsqueeze(0))[0].sqrt_()
-        return out.cpu().numpy()
+        for part in chunk_slices(X.shape[0], self.chunk_size):
+            # no gradient is taken here, so cdist's slow backward (the reason the core avoids it) does not apply
+            out[part] = torch.cdist(X[part], C, compute_mode="donot_use_mm_for_euclid_dist")
+        return check_finite_result(out, "distances").cpu().numpy()
 
     def score(self, X, y=None, sample_weight=None):
         """Minus the (weighted) k-means objective of ``X`` on the fitted centers (higher is better)."""
         X, C = self._points(X)
-        dist = _pass(X, _squared_norms(X, self.chunk_size), C, self.chunk_size)[1].cpu().numpy()
-        w = _weights(sample_weight, X.shape[0], dist.dtype)
+        dist = lloyd_pass(X, squared_norms(X, self.chunk_size), C, self.chunk_size)[1].cpu().numpy()
+        w = sample_weights(sample_weight, X.shape[0], dist.dtype)
         return -float(dist.sum() if w is None else (w * dist).sum())
 
     def __sklearn_tags__(self):
