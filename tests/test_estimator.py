@@ -84,6 +84,26 @@ def test_predict_transform_score_and_dtypes():
     np.testing.assert_array_equal(TransformerKMeans(6, random_state=0).fit_predict(X), km.labels_)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_fused_pass_equals_the_torch_pass(dtype):
+    from kmtrf_core.estimator import fused
+    from kmtrf_core.estimator.passes import lloyd_pass, squared_norms
+
+    if not fused.AVAILABLE:
+        pytest.skip("numba is not installed")
+    X = torch.from_numpy(_blobs(n=2000, seed=3).astype(dtype))
+    C = X[:6].clone()
+    w = torch.from_numpy(np.random.default_rng(0).random(len(X)).astype(dtype))
+    x2 = squared_norms(X, 100)
+    labels, dist, (sums, weights) = lloyd_pass(X, x2, C, 100, w, means=True)
+    f_labels, f_dist, f_sums, f_weights = fused.fused_lloyd_pass(X.numpy(), x2.numpy(), C.numpy(), w.numpy(), 64)
+    np.testing.assert_array_equal(f_labels, labels.numpy())
+    tolerance = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(f_dist, dist.numpy(), rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(f_sums, sums.numpy(), rtol=tolerance)
+    np.testing.assert_allclose(f_weights, weights.numpy(), rtol=tolerance)
+
+
 def test_chunks_change_nothing():
     X = _blobs(n=1000)
     whole = TransformerKMeans(6, random_state=0, chunk_size=10**6).fit(X)

@@ -22,8 +22,18 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from kmtrf_core import TransformerKMeans
+from kmtrf_core.estimator import fused
 
 BOTH = [KMeans, TransformerKMeans]
+
+
+@pytest.fixture(autouse=True, params=["fused pass", "torch pass"])
+def _pass(request, monkeypatch):
+    """Every test runs twice: with the fused numba pass (the CPU default) and with the torch pass (GPUs)."""
+    if request.param == "torch pass":
+        monkeypatch.setattr(fused, "AVAILABLE", False)
+    elif not fused.AVAILABLE:
+        pytest.skip("numba is not installed: the fused pass is not used here")
 
 
 def _data(seed=0, n=600, d=4, k=5, dtype=np.float64):

@@ -37,6 +37,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..validation import check_finite_result
+from . import fused
 from .passes import chunk_slices, lloyd_pass, lloyd_update, same_clustering, sample_weights, squared_norms
 from ..device import resolve_device
 from ..model import ClusterTransformer, check_model
@@ -352,13 +353,21 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             return self._check_centers(X, self.init(X, k, random_state=random_state))
         return init_array
 
+    def _pass(self, X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, w=None, means: bool = False):
+        """:func:`~kmtrf_core.estimator.passes.lloyd_pass`; on the CPU the fused numba pass, when numba is here."""
+        if X.device.type != "cpu" or not fused.AVAILABLE:
+            return lloyd_pass(X, x2, C, self.chunk_size, w, means)
+        labels, dist, sums, weights = fused.fused_lloyd_pass(
+            X.numpy(), x2.numpy(), C.numpy(), None if w is None else w.numpy(), min(self.chunk_size, fused.CHUNK))
+        if not math.isfinite(float(dist.sum())):  # one sum instead of a test per point: an overflow is inf or nan
+            check_finite_result(torch.from_numpy(dist), "squared distances")
+        return torch.from_numpy(labels), torch.from_numpy(dist), (torch.from_numpy(sums), torch.from_numpy(weights)) if means else None
+
     def _say(self, message: str) -> None:
         if self.verbose:
             print(message)
 
     def _run(self, X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, tol: float, lo, span, w):
-        chunk = self.chunk_size
-
         def inertia(dist):
             return float(dist.sum() if w is None else (w * dist).sum())
 
@@ -367,11 +376,11 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         strict = False
         iterations = 0
         for iterations in range(1, self.max_iter + 1):
-            labels, dist, sums = lloyd_pass(X, x2, C, chunk, w, means=self.layer_ is None)
+            labels, dist, sums = self._pass(X, x2, C, w, means=self.layer_ is None)
             path.append(inertia(dist))
             self._say(f"Iteration {iterations - 1}, inertia {path[-1]}.")
             if self.layer_ is None:
-                new = lloyd_update(X, C, labels, *sums, w, self.empty, chunk)
+                new = lloyd_update(X, C, labels, *sums, w, self.empty, self.chunk_size)
             else:
                 new = self._layer_step(X, C, lo, span)
             shift = float(((new - C) ** 2).sum())
@@ -384,7 +393,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             if shift <= tol:
                 self._say(f"Converged at iteration {iterations - 1}: center shift {shift} within tolerance {tol}.")
                 break
-        labels, dist, _ = lloyd_pass(X, x2, C, chunk)
+        labels, dist, _ = self._pass(X, x2, C)
         if not strict:
             path.append(inertia(dist))
         return C, labels, inertia(dist), max(iterations, 1), np.asarray(path)
@@ -446,10 +455,12 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _fit_centered(self, X: np.ndarray, device, n_init: int, init_array, random_state, w):
         """The ``n_init`` runs on the centered data; the best by inertia, as ``KMeans`` picks it."""
         Xt = torch.from_numpy(X).to(device)
-        tol = self.tol * float(Xt.var(dim=0, correction=0).mean()) if X.shape[0] > 1 else 0.0
-        lo = Xt.amin(dim=0)
-        span = (Xt.amax(dim=0) - lo)
-        span = torch.where(span > 0, span, torch.ones((), dtype=span.dtype, device=device))
+        tol = self.tol * float(Xt.var(dim=0, correction=0).mean()) if X.shape[0] > 1 and self.tol > 0 else 0.0
+        lo = span = None
+        if self.layer_ is not None:  # a layer runs on the data scaled into the unit cube
+            lo = Xt.amin(dim=0)
+            span = (Xt.amax(dim=0) - lo)
+            span = torch.where(span > 0, span, torch.ones((), dtype=span.dtype, device=device))
         x2 = squared_norms(Xt, self.chunk_size)
         wt = None if w is None else torch.from_numpy(w).to(device)
         best = None
@@ -476,7 +487,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def predict(self, X):
         """The index of the nearest center of each point, ``(n_samples,)``."""
         X, C = self._points(X)
-        return lloyd_pass(X, squared_norms(X, self.chunk_size), C, self.chunk_size)[0].cpu().numpy().astype(np.int32)
+        return self._pass(X, squared_norms(X, self.chunk_size), C)[0].cpu().numpy().astype(np.int32)
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """:meth:`fit`, then the labels of the training points."""
@@ -498,7 +509,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def score(self, X, y=None, sample_weight=None):
         """Minus the (weighted) k-means objective of ``X`` on the fitted centers (higher is better)."""
         X, C = self._points(X)
-        dist = lloyd_pass(X, squared_norms(X, self.chunk_size), C, self.chunk_size)[1].cpu().numpy()
+        dist = self._pass(X, squared_norms(X, self.chunk_size), C)[1].cpu().numpy()
         w = sample_weights(sample_weight, X.shape[0], dist.dtype)
         return -float(dist.sum() if w is None else (w * dist).sum())
 
