@@ -11,6 +11,7 @@ multiple of the data.
 
     .venv/bin/python bench/estimator.py                     # 100 000 x 16, k 10; 1 000 000 x 16
     .venv/bin/python bench/estimator.py --part speed --n 20000 --repeats 3
+    python bench/estimator.py --part speed --device cuda --n 10000000 --d 32 --k 100 --repeats 3 --dtypes float64
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 import numpy as np
 
 
-def speed(n: int, d: int, k: int, iters: int, repeats: int, dtype) -> dict:
+def speed(n: int, d: int, k: int, iters: int, repeats: int, dtype, device: str = "cpu") -> dict:
     import torch
     from sklearn.cluster import KMeans
 
@@ -36,19 +37,22 @@ def speed(n: int, d: int, k: int, iters: int, repeats: int, dtype) -> dict:
     X = (rng.normal(size=(n, d)) + rng.integers(0, 5, size=(n, 1))).astype(dtype)
     init = X[rng.choice(n, k, replace=False)]
     times = {"ours": [], "sklearn": []}
+    # untimed: loads numba's compiled pass (and CUDA's kernels) once per process, as any first call pays
+    TransformerKMeans(k, init=init, tol=0, max_iter=2, device=device).fit(X[: min(n, 10_000)])
     for _ in range(repeats):
         for name in ("sklearn", "ours"):
             est = (KMeans(k, init=init, n_init=1, tol=0, max_iter=iters, algorithm="lloyd") if name == "sklearn"
-                   else TransformerKMeans(k, init=init, tol=0, max_iter=iters, device="cpu"))
+                   else TransformerKMeans(k, init=init, tol=0, max_iter=iters, device=device))
             start = time.perf_counter()
             est.fit(X)
             times[name].append(time.perf_counter() - start)
             if name == "ours":
-                ours_iter = est.n_iter_
+                ours_iter, ours_labels = est.n_iter_, est.labels_
             else:
-                ref_iter = est.n_iter_
+                ref_iter, ref_labels = est.n_iter_, est.labels_
     med = {name: statistics.median(t) for name, t in times.items()}
-    return dict(n=n, d=d, k=k, dtype=np.dtype(dtype).name, iterations=(ours_iter, ref_iter),
+    return dict(n=n, d=d, k=k, dtype=np.dtype(dtype).name, device=device, iterations=(ours_iter, ref_iter),
+                labels_equal=bool(np.array_equal(ours_labels, ref_labels)), cpu_cores=os.cpu_count(),
                 torch_threads=torch.get_num_threads(), ours_s=round(med["ours"], 4),
                 sklearn_s=round(med["sklearn"], 4), ratio=round(med["ours"] / med["sklearn"], 2))
 
@@ -89,14 +93,17 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--big", type=int, default=1_000_000)
     parser.add_argument("--chunk", type=int, default=16384)
+    parser.add_argument("--device", default="cpu", help="where TransformerKMeans runs (KMeans: all CPU cores)")
+    parser.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         _peak_child(args.big, args.d, args.k, 5, args.chunk)
         return
     if args.part in ("speed", "all"):
-        for dtype in (np.float64, np.float32):
-            print(json.dumps(speed(args.n, args.d, args.k, args.iters, args.repeats, dtype)))
+        for dtype in args.dtypes:
+            print(json.dumps(speed(args.n, args.d, args.k, args.iters, args.repeats, np.dtype(dtype), args.device)),
+                  flush=True)
     if args.part in ("memory", "all"):
         for chunk in (args.chunk, 1024):
             out = subprocess.run([sys.executable, __file__, "--child", "--big", str(args.big), "--d", str(args.d),

@@ -104,6 +104,20 @@ def test_the_fused_pass_equals_the_torch_pass(dtype):
     np.testing.assert_allclose(f_weights, weights.numpy(), rtol=tolerance)
 
 
+def test_streamed_data_give_the_same_fit(monkeypatch):
+    from kmtrf_core.estimator import fused
+
+    monkeypatch.setattr(fused, "AVAILABLE", False)  # the torch pass, which is what a GPU runs
+    X = _blobs(n=1500, seed=6)
+    resident = TransformerKMeans(6, random_state=0, chunk_size=100, stream=False).fit(X)
+    streamed = TransformerKMeans(6, random_state=0, chunk_size=100, stream=True).fit(X)
+    np.testing.assert_array_equal(streamed.labels_, resident.labels_)
+    np.testing.assert_array_equal(streamed.cluster_centers_, resident.cluster_centers_)
+    np.testing.assert_array_equal(streamed.predict(X), resident.predict(X))
+    np.testing.assert_array_equal(streamed.transform(X), resident.transform(X))
+    assert streamed.score(X) == resident.score(X)
+
+
 def test_chunks_change_nothing():
     X = _blobs(n=1000)
     whole = TransformerKMeans(6, random_state=0, chunk_size=10**6).fit(X)

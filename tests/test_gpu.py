@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -72,3 +74,19 @@ def test_the_training_step_never_waits_for_the_host():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert bool(ok.all()) and losses.shape == (2,)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_estimator_on_cuda_equals_kmeans_from_the_same_centers(stream):
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import make_blobs
+
+    from kmtrf_core import TransformerKMeans
+
+    X, _ = make_blobs(200_000, n_features=32, centers=20, cluster_std=3.0, random_state=0)
+    init = X[np.random.default_rng(0).choice(len(X), 20, replace=False)]
+    ref = KMeans(20, init=init, n_init=1, max_iter=20, tol=0).fit(X)
+    ours = TransformerKMeans(20, init=init, max_iter=20, tol=0, device=CUDA, stream=stream).fit(X)
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(ours.predict(X[:1000]), ref.predict(X[:1000]))

@@ -196,7 +196,14 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     chunk_size : int
         Points per chunk in the assignment and the layer's attention.
     device : str or torch.device, optional
-        Where to compute; default CUDA when present, else the CPU.
+        Where to compute; default CUDA when present, else the CPU. Seeding
+        (k-means++ or random, on the host, so that it draws what ``KMeans``
+        draws) aside, every pass over the points runs there.
+    stream : "auto" or bool
+        Keep the data in host memory and copy them to ``device`` a chunk at a
+        time in every pass, for data larger than a GPU's memory. ``"auto"``:
+        when they take more than half of the device's free memory. ``True``
+        on the CPU only exercises the same code path.
 
     Attributes
     ----------
@@ -242,12 +249,13 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         "training": [dict, None],
         "chunk_size": [Interval(Integral, 1, None, closed="left")],
         "device": [str, torch.device, None],
+        "stream": [StrOptions({"auto"}), "boolean"],
     }
 
     def __init__(self, n_clusters: int = 8, *, init="k-means++", n_init="auto", max_iter: int = 300,
                  tol: float = 1e-4, verbose=0, random_state=None, copy_x: bool = True, algorithm: str = "lloyd",
                  layer="lloyd", empty: str = "relocate", pad_to: int | None = None, training: dict | None = None,
-                 chunk_size: int = 16384, device=None):
+                 chunk_size: int = 16384, device=None, stream="auto"):
         self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
@@ -263,6 +271,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.training = training
         self.chunk_size = chunk_size
         self.device = device
+        self.stream = stream
 
     # -- the layer ----------------------------------------------------------------------------------
 
@@ -355,13 +364,22 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def _pass(self, X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, w=None, means: bool = False):
         """:func:`~kmtrf_core.estimator.passes.lloyd_pass`; on the CPU the fused numba pass, when numba is here."""
-        if X.device.type != "cpu" or not fused.AVAILABLE:
+        if C.device.type != "cpu" or not fused.AVAILABLE:
             return lloyd_pass(X, x2, C, self.chunk_size, w, means)
         labels, dist, sums, weights = fused.fused_lloyd_pass(
             X.numpy(), x2.numpy(), C.numpy(), None if w is None else w.numpy(), min(self.chunk_size, fused.CHUNK))
         if not math.isfinite(float(dist.sum())):  # one sum instead of a test per point: an overflow is inf or nan
             check_finite_result(torch.from_numpy(dist), "squared distances")
         return torch.from_numpy(labels), torch.from_numpy(dist), (torch.from_numpy(sums), torch.from_numpy(weights)) if means else None
+
+    def _streams(self, X: torch.Tensor, device) -> bool:
+        """Whether the data stay in host memory and go to ``device`` a chunk at a time (see ``stream``)."""
+        if device.type == "cpu" or self.stream is False:
+            return self.stream is True
+        if self.stream is True:
+            return True
+        free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else float("inf")
+        return X.element_size() * X.numel() > free / 2  # leave room for the distances and the layer
 
     def _say(self, message: str) -> None:
         if self.verbose:
@@ -454,14 +472,16 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def _fit_centered(self, X: np.ndarray, device, n_init: int, init_array, random_state, w):
         """The ``n_init`` runs on the centered data; the best by inertia, as ``KMeans`` picks it."""
-        Xt = torch.from_numpy(X).to(device)
+        Xt = torch.from_numpy(X)
+        if not self._streams(Xt, device):
+            Xt = Xt.to(device)
         tol = self.tol * float(Xt.var(dim=0, correction=0).mean()) if X.shape[0] > 1 and self.tol > 0 else 0.0
         lo = span = None
         if self.layer_ is not None:  # a layer runs on the data scaled into the unit cube
             lo = Xt.amin(dim=0)
             span = (Xt.amax(dim=0) - lo)
             span = torch.where(span > 0, span, torch.ones((), dtype=span.dtype, device=device))
-        x2 = squared_norms(Xt, self.chunk_size)
+        x2 = squared_norms(Xt, self.chunk_size, device)
         wt = None if w is None else torch.from_numpy(w).to(device)
         best = None
         for _ in range(n_init):
@@ -482,12 +502,15 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         device = resolve_device(self.device)
         C = torch.from_numpy(np.ascontiguousarray(self.cluster_centers_, dtype=X.dtype)).to(device)
         origin = C.mean(dim=0)  # distances do not move with the origin; their rounding does
-        return torch.from_numpy(X).to(device) - origin, C - origin
+        points = torch.from_numpy(X)
+        if not self._streams(points, device):
+            return points.to(device) - origin, C - origin
+        return points - origin.cpu(), C - origin  # data larger than the device: chunks are copied in turn
 
     def predict(self, X):
         """The index of the nearest center of each point, ``(n_samples,)``."""
         X, C = self._points(X)
-        return self._pass(X, squared_norms(X, self.chunk_size), C)[0].cpu().numpy().astype(np.int32)
+        return self._pass(X, squared_norms(X, self.chunk_size, C.device), C)[0].cpu().numpy().astype(np.int32)
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """:meth:`fit`, then the labels of the training points."""
@@ -500,16 +523,16 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         uses: a point equal to a center is at distance exactly 0, as in ``KMeans``.
         """
         X, C = self._points(X)
-        out = torch.empty(X.shape[0], C.shape[0], dtype=X.dtype, device=X.device)
+        out = torch.empty(X.shape[0], C.shape[0], dtype=X.dtype, device=C.device)
         for part in chunk_slices(X.shape[0], self.chunk_size):
             # no gradient is taken here, so cdist's slow backward (the reason the core avoids it) does not apply
-            out[part] = torch.cdist(X[part], C, compute_mode="donot_use_mm_for_euclid_dist")
+            out[part] = torch.cdist(X[part].to(C.device), C, compute_mode="donot_use_mm_for_euclid_dist")
         return check_finite_result(out, "distances").cpu().numpy()
 
     def score(self, X, y=None, sample_weight=None):
         """Minus the (weighted) k-means objective of ``X`` on the fitted centers (higher is better)."""
         X, C = self._points(X)
-        dist = self._pass(X, squared_norms(X, self.chunk_size), C)[1].cpu().numpy()
+        dist = self._pass(X, squared_norms(X, self.chunk_size, C.device), C)[1].cpu().numpy()
         w = sample_weights(sample_weight, X.shape[0], dist.dtype)
         return -float(dist.sum() if w is None else (w * dist).sum())
 

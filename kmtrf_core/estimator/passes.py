@@ -35,11 +35,13 @@ def sample_weights(sample_weight, n: int, dtype):
     return w
 
 
-def squared_norms(X: torch.Tensor, chunk: int) -> torch.Tensor:
-    """``|x|^2`` of every row, chunk by chunk (no temporary the size of ``X``)."""
-    out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
+def squared_norms(X: torch.Tensor, chunk: int, device=None) -> torch.Tensor:
+    """``|x|^2`` of every row, chunk by chunk (no temporary the size of ``X``), on ``device`` (default ``X``'s)."""
+    device = X.device if device is None else torch.device(device)
+    out = torch.empty(X.shape[0], dtype=X.dtype, device=device)
     for part in chunk_slices(X.shape[0], chunk):
-        out[part] = (X[part] * X[part]).sum(dim=1)
+        rows = X[part].to(device, non_blocking=True)
+        out[part] = (rows * rows).sum(dim=1)
     return out
 
 
@@ -56,6 +58,9 @@ def lloyd_pass(X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, chunk: int, w
     accumulated chunk by chunk while the chunk is in cache. A distance that
     overflows the dtype raises ``ValueError``.
 
+    The pass runs where ``C`` is; ``X`` may stay elsewhere (data larger than
+    a GPU's memory, kept in host memory): each chunk is copied over in turn.
+
     Returns ``labels (n,)``, ``dist (n,)`` and, with ``means``, ``(sums (k, d), weights (k,))``.
 
     >>> X = torch.tensor([[0.0], [1.0], [9.0]], dtype=torch.float64)
@@ -66,13 +71,14 @@ def lloyd_pass(X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, chunk: int, w
     """
     k = C.shape[0]
     c2 = (C * C).sum(dim=1, keepdim=True)  # (k, 1)
-    labels = torch.empty(X.shape[0], dtype=torch.int64, device=X.device)
-    dist = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
+    labels = torch.empty(X.shape[0], dtype=torch.int64, device=C.device)
+    dist = torch.empty(X.shape[0], dtype=X.dtype, device=C.device)
     sums = torch.zeros_like(C) if means else None
     for part in chunk_slices(X.shape[0], chunk):
-        torch.min(torch.addmm(c2, C, X[part].t(), alpha=-2.0), dim=0, out=(dist[part], labels[part]))
+        rows = X[part].to(C.device, non_blocking=True)
+        torch.min(torch.addmm(c2, C, rows.t(), alpha=-2.0), dim=0, out=(dist[part], labels[part]))
         if means:
-            sums.index_add_(0, labels[part], X[part] if w is None else X[part] * w[part].unsqueeze(1))
+            sums.index_add_(0, labels[part], rows if w is None else rows * w[part].unsqueeze(1))
     check_finite_result(dist.add_(x2).clamp_min_(0.0), "squared distances")
     if not means:
         return labels, dist, None
@@ -112,11 +118,11 @@ def lloyd_update(X: torch.Tensor, C: torch.Tensor, labels: torch.Tensor, sums: t
     n_empty = len(empty_ids)
     distances = np.empty(X.shape[0], dtype=sums_h.dtype)
     for part in chunk_slices(X.shape[0], chunk):  # differences on the device, the sum in numpy's order
-        distances[part] = ((X[part] - C[labels[part]]).cpu().numpy() ** 2).sum(axis=1)
+        distances[part] = ((X[part].to(C.device) - C[labels[part]]).cpu().numpy() ** 2).sum(axis=1)
     if distances.max() > 0:  # all points on their centers: nothing to relocate (scikit-learn's rule)
         far = np.argpartition(distances, -n_empty)[:-n_empty - 1:-1]
-        rows = X[torch.as_tensor(far.copy(), device=X.device)].cpu().numpy()
-        weights_of = np.ones(len(far), dtype=sums_h.dtype) if w is None else w[torch.as_tensor(far.copy())].cpu().numpy()
+        rows = X[torch.as_tensor(far.copy(), device=X.device)].cpu().numpy()  # X's device: it may be the host
+        weights_of = np.ones(len(far), dtype=sums_h.dtype) if w is None else w[torch.as_tensor(far.copy(), device=w.device)].cpu().numpy()
         for index in range(n_empty):
             new_id, old_id, weight = empty_ids[index], labels_h[far[index]], weights_of[index]
             sums_h[old_id] -= rows[index] * weight
