@@ -19,6 +19,7 @@ the estimator uses the torch pass.
 from __future__ import annotations
 
 import numpy as np
+import threadpoolctl
 
 try:  # an accelerator, not a requirement: without numba the torch pass does the same work
     import numba
@@ -114,5 +115,22 @@ def fused_lloyd_pass(X: np.ndarray, x2: np.ndarray, C: np.ndarray, w: np.ndarray
     dist = np.empty(n, dtype=X.dtype)
     w = np.empty(0, dtype=X.dtype) if w is None else w  # empty: every point weighs 1
     C = np.ascontiguousarray(C, dtype=X.dtype)
-    sums, weights = _compiled(X, x2, C, w, labels, dist, chunk, numba.get_num_threads())
+    with _one_blas_thread():
+        sums, weights = _compiled(X, x2, C, w, labels, dist, chunk, numba.get_num_threads())
     return labels, dist, sums, weights
+
+
+def _one_blas_thread():
+    """BLAS on one thread inside the kernel's threads, as scikit-learn's KMeans does around its own loop.
+
+    Each of numba's threads calls BLAS for its chunk; a threaded BLAS would start threads of its own
+    inside them (oversubscription), and OpenBLAS warns that it may hang when called from an OpenMP
+    region with its threads on.
+    """
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        _CONTROLLER = threadpoolctl.ThreadpoolController()  # inspects the loaded libraries once
+    return _CONTROLLER.limit(limits=1, user_api="blas")
+
+
+_CONTROLLER = None
