@@ -104,6 +104,20 @@ def test_the_fused_pass_equals_the_torch_pass(dtype):
     np.testing.assert_allclose(f_weights, weights.numpy(), rtol=tolerance)
 
 
+def test_the_fused_pass_names_a_wrong_input():
+    from kmtrf_core.estimator import fused
+
+    if not fused.AVAILABLE:
+        pytest.skip("numba is not installed")
+    X = np.random.default_rng(0).random((10, 3))
+    x2, C = (X * X).sum(1), X[:2].copy()
+    for args, match in [((X.astype(int), x2, C), "X must be"), ((X[:, :2].T, x2, C), "X must be"),
+                        ((X, x2[:5], C), "x2 must be"), ((X, x2, C[:, :2]), "C must be"),
+                        ((X, x2, C.astype(np.float32)), "C must be"), ((X, x2, C, np.ones(4)), "w must be")]:
+        with pytest.raises(ValueError, match=match):
+            fused.fused_lloyd_pass(*args)
+
+
 def test_streamed_data_give_the_same_fit(monkeypatch):
     from kmtrf_core.estimator import fused
 

@@ -31,6 +31,8 @@ __all__ = ["AVAILABLE", "fused_lloyd_pass"]
 AVAILABLE = numba is not None
 """Whether the fused CPU pass can run here (numba is importable)."""
 
+_CONTROLLER = None  # threadpoolctl's view of the loaded BLAS libraries, made on first use
+
 CHUNK = 1024
 """Points per chunk of the fused pass: the chunk and its ``(chunk, k)`` products stay in cache."""
 
@@ -110,11 +112,24 @@ def fused_lloyd_pass(X: np.ndarray, x2: np.ndarray, C: np.ndarray, w: np.ndarray
     """
     if not AVAILABLE:
         raise RuntimeError("the fused pass needs numba (pip install numba); the torch pass needs nothing more")
-    n = X.shape[0]
+    # the compiled kernel answers a wrong type or shape with a long numba traceback: say it here instead
+    if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype in (np.float32, np.float64)
+            and X.flags.c_contiguous):
+        raise ValueError("X must be a C-contiguous float32 or float64 array (n, d), got "
+                         f"{type(X).__name__} {getattr(X, 'dtype', '')} {getattr(X, 'shape', '')}")
+    n, d = X.shape
+    for name, array, shape in (("x2", x2, (n,)), ("C", C, (None, d)), ("w", w, (n,))):
+        if array is None and name == "w":
+            continue
+        if (not isinstance(array, np.ndarray) or array.dtype != X.dtype or array.ndim != len(shape)
+                or any(want is not None and got != want for got, want in zip(array.shape, shape))):
+            raise ValueError(f"{name} must be a {X.dtype} array of shape {shape} (None: any) for X of shape "
+                             f"{X.shape}, got {type(array).__name__} {getattr(array, 'dtype', '')} "
+                             f"{getattr(array, 'shape', '')}")
     labels = np.empty(n, dtype=np.int64)
     dist = np.empty(n, dtype=X.dtype)
     w = np.empty(0, dtype=X.dtype) if w is None else w  # empty: every point weighs 1
-    C = np.ascontiguousarray(C, dtype=X.dtype)
+    C = np.ascontiguousarray(C)
     with _one_blas_thread():
         sums, weights = _compiled(X, x2, C, w, labels, dist, chunk, numba.get_num_threads())
     return labels, dist, sums, weights
@@ -132,5 +147,3 @@ def _one_blas_thread():
         _CONTROLLER = threadpoolctl.ThreadpoolController()  # inspects the loaded libraries once
     return _CONTROLLER.limit(limits=1, user_api="blas")
 
-
-_CONTROLLER = None

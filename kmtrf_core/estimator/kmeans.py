@@ -31,9 +31,8 @@ import torch
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.cluster import kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
+from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..validation import check_finite_result
@@ -324,15 +323,18 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     # -- fitting ------------------------------------------------------------------------------------
 
+    def _given_centers(self) -> bool:
+        """Whether ``init`` is an array of centers (not a seeding's name, not a callable)."""
+        return not isinstance(self.init, str) and not callable(self.init)
+
     def _n_init(self) -> int:
         """``n_init`` resolved as ``KMeans`` resolves it, with its warning for given centers."""
         init = self.init
-        given = not isinstance(init, str) and not callable(init)
         if self.n_init == "auto":
             n_init = 10 if (isinstance(init, str) and init == "random") or callable(init) else 1
         else:
             n_init = self.n_init
-        if given and n_init != 1:
+        if self._given_centers() and n_init != 1:
             warnings.warn(f"Explicit initial center position passed: performing only one init in "
                           f"{type(self).__name__} instead of n_init={n_init}.", RuntimeWarning, stacklevel=3)
             n_init = 1
@@ -374,12 +376,12 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def _streams(self, X: torch.Tensor, device) -> bool:
         """Whether the data stay in host memory and go to ``device`` a chunk at a time (see ``stream``)."""
-        if device.type == "cpu" or self.stream is False:
-            return self.stream is True
-        if self.stream is True:
-            return True
-        free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else float("inf")
-        return X.element_size() * X.numel() > free / 2  # leave room for the distances and the layer
+        if self.stream != "auto":
+            return bool(self.stream)
+        if device.type != "cuda":
+            return False
+        # leave room for the distances and the layer
+        return X.element_size() * X.numel() > torch.cuda.mem_get_info(device)[0] / 2
 
     def _say(self, message: str) -> None:
         if self.verbose:
@@ -437,9 +439,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if w is not None and not (isinstance(self.layer, str) and self.layer == "lloyd") and np.ptp(w) > 0:
             raise ValueError("sample_weight: a layer step weighs every point equally; unequal weights need "
                              "layer='lloyd'")
-        init_array = None
-        if not isinstance(self.init, str) and not callable(self.init):
-            init_array = self._check_centers(X, self.init)
+        init_array = self._check_centers(X, self.init) if self._given_centers() else None
         random_state = check_random_state(self.random_state)
         device = resolve_device(self.device)
         self.layer_ = self._resolve_layer(X.shape[1])
