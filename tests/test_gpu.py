@@ -90,3 +90,17 @@ def test_the_estimator_on_cuda_equals_kmeans_from_the_same_centers(stream):
     np.testing.assert_array_equal(ours.labels_, ref.labels_)
     np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(ours.predict(X[:1000]), ref.predict(X[:1000]))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_estimator_seeds_on_cuda_what_kmeans_seeds(stream):
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import make_blobs
+
+    from kmtrf_core import TransformerKMeans
+
+    X, _ = make_blobs(100_000, n_features=16, centers=30, cluster_std=2.0, random_state=1)
+    ref = KMeans(30, random_state=4, n_init=2, max_iter=30, tol=0).fit(X)
+    ours = TransformerKMeans(30, random_state=4, n_init=2, max_iter=30, tol=0, device=CUDA, stream=stream).fit(X)
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-10, atol=1e-10)

@@ -36,7 +36,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..validation import check_finite_result
-from . import fused
+from . import fused, seeding
 from .passes import chunk_slices, lloyd_pass, lloyd_update, same_clustering, sample_weights, squared_norms
 from ..device import resolve_device
 from ..model import ClusterTransformer, check_model
@@ -195,14 +195,18 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     chunk_size : int
         Points per chunk in the assignment and the layer's attention.
     device : str or torch.device, optional
-        Where to compute; default CUDA when present, else the CPU. Seeding
-        (k-means++ or random, on the host, so that it draws what ``KMeans``
-        draws) aside, every pass over the points runs there.
+        Where to compute; default CUDA when present, else the CPU. Every
+        pass over the points runs there, k-means++ seeding included
+        (:func:`~kmtrf_core.estimator.seeding.kmeans_plusplus`: off the CPU
+        it keeps scikit-learn's draws on the host and runs its passes on the
+        device; in float64 it picks the points ``KMeans`` picks). A callable
+        ``init`` runs on the host.
     stream : "auto" or bool
         Keep the data in host memory and copy them to ``device`` a chunk at a
         time in every pass, for data larger than a GPU's memory. ``"auto"``:
         when they take more than half of the device's free memory. ``True``
-        on the CPU only exercises the same code path.
+        on the CPU only exercises the same code paths (k-means++ seeding
+        included).
 
     Attributes
     ----------
@@ -351,18 +355,28 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                              f"features of the data {X.shape[1]}.")
         return centers
 
-    def _initial_centers(self, X: np.ndarray, random_state, init_array, w) -> np.ndarray:
+    def _initial_centers(self, X: np.ndarray, Xt: torch.Tensor, x2: torch.Tensor, device, streamed: bool,
+                         random_state, init_array, w) -> torch.Tensor:
+        """The initial centers on ``device``; ``X`` is the centered data on the host, ``Xt`` the same on ``device``,
+        or on the host when ``streamed``."""
         k = self.n_clusters
         n = X.shape[0]
         w = np.ones(n, dtype=X.dtype) if w is None else w
         # X is centered (as inside scikit-learn's KMeans), so every seeding draws what KMeans draws
         if isinstance(self.init, str) and self.init == "k-means++":
-            return kmeans_plusplus(X, k, sample_weight=w, random_state=random_state)[0]
+            if device.type == "cpu" and not streamed:
+                return torch.from_numpy(kmeans_plusplus(X, k, sample_weight=w, random_state=random_state)[0])
+            # the same algorithm and draws with the passes on the device (float64: the same points, see seeding);
+            # streamed data on the CPU take this path too, so that the CPU tests exercise it
+            return seeding.kmeans_plusplus(Xt, k, random_state, sample_weight=w, x_squared_norms=x2,
+                                           chunk=self.chunk_size, device=device)[0]
         if isinstance(self.init, str) and self.init == "random":
-            return X[random_state.choice(n, size=k, replace=False, p=w / w.sum())].copy()
-        if callable(self.init):
-            return self._check_centers(X, self.init(X, k, random_state=random_state))
-        return init_array
+            centers = X[random_state.choice(n, size=k, replace=False, p=w / w.sum())].copy()
+        elif callable(self.init):
+            centers = self._check_centers(X, self.init(X, k, random_state=random_state))
+        else:
+            centers = init_array
+        return torch.from_numpy(centers).to(device)
 
     def _pass(self, X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, w=None, means: bool = False):
         """:func:`~kmtrf_core.estimator.passes.lloyd_pass`; on the CPU the fused numba pass, when numba is here."""
@@ -473,7 +487,8 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _fit_centered(self, X: np.ndarray, device, n_init: int, init_array, random_state, w):
         """The ``n_init`` runs on the centered data; the best by inertia, as ``KMeans`` picks it."""
         Xt = torch.from_numpy(X)
-        if not self._streams(Xt, device):
+        streamed = self._streams(Xt, device)
+        if not streamed:
             Xt = Xt.to(device)
         tol = self.tol * float(Xt.var(dim=0, correction=0).mean()) if X.shape[0] > 1 and self.tol > 0 else 0.0
         lo = span = None
@@ -485,7 +500,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         wt = None if w is None else torch.from_numpy(w).to(device)
         best = None
         for _ in range(n_init):
-            C0 = torch.from_numpy(self._initial_centers(X, random_state, init_array, w)).to(device)
+            C0 = self._initial_centers(X, Xt, x2, device, streamed, random_state, init_array, w)
             self._say("Initialization complete")
             run = self._run(Xt, x2, C0, tol, lo, span, wt)
             # a new run wins with a lower inertia and another partition (not the same one renumbered)
