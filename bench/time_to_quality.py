@@ -13,6 +13,9 @@ come. Ours runs :func:`kmtrf_core.training.train` in a subprocess too, to its ca
 history's wall times.
 
     .venv/bin/python bench/time_to_quality.py --authors /path/to/kmeans-trf --seeds 1 2
+    python bench/time_to_quality.py --authors /path/to/kmeans-trf --device cuda --graph   # on a GPU
+
+Output keys: ``ratio_ours`` (and ``ratio_ours_graph``) are the authors' seconds over ours (above 1: we are faster).
 """
 
 from __future__ import annotations
@@ -46,10 +49,10 @@ runpy.run_path("train.py", run_name="__main__")
 OURS = """
 import json, sys, torch
 from kmtrf_core.training import TrainConfig, train
-seed, cap, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+seed, cap, device, graph = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "graph"
 cfg = TrainConfig(d=4, k=6, n=128, scheme="oh", omega="ne", tau=0.1, gamma=1.0, lr=0.01, batch=32, steps=cap,
                   val_every=100, val_tasks=128, until_flat=None, seeds=(seed,), device=device)
-_, history = train(cfg)
+_, history = train(cfg, graph=graph)
 rows = history[history.val_relative_loss.notna()]
 print(json.dumps([[int(s), float(v), float(t)] for s, v, t in zip(rows.step, rows.val_relative_loss, rows.wall_time)]))
 """
@@ -80,9 +83,9 @@ def authors(path: str, seed: int, cap: int) -> dict:
     return dict(step=None, relative=None, seconds=None)
 
 
-def ours(seed: int, cap: int, device: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", OURS, str(seed), str(cap), device], capture_output=True, text=True,
-                         check=True, env={**os.environ})
+def ours(seed: int, cap: int, device: str, graph: bool = False) -> dict:
+    out = subprocess.run([sys.executable, "-c", OURS, str(seed), str(cap), device, "graph" if graph else "eager"],
+                         capture_output=True, text=True, check=True, env={**os.environ})
     curve = json.loads(out.stdout.strip().splitlines()[-1])
     for step, relative, wall in curve:
         if step > 0 and relative < 1.0:
@@ -96,15 +99,19 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--cap", type=int, default=4000, help="most steps either program trains")
     parser.add_argument("--device", default="cpu", help="where ours trains (the authors' picks CUDA itself)")
+    parser.add_argument("--graph", action="store_true", help="ours also with its step replayed as one CUDA graph")
     args = parser.parse_args(argv)
     if not os.path.isfile(os.path.join(args.authors, "train.py")):
         raise SystemExit(f"no train.py in {args.authors!r}: pass a checkout of rithram/kmeans-trf with --authors")
     for seed in args.seeds:
         theirs = authors(args.authors, seed, args.cap)
-        mine = ours(seed, args.cap, args.device)
-        ratio = (round(theirs["seconds"] / mine["seconds"], 2)
-                 if theirs["seconds"] and mine["seconds"] else None)
-        print(json.dumps(dict(seed=seed, authors=theirs, ours=mine, ratio=ratio)), flush=True)
+        row = dict(seed=seed, authors=theirs)
+        for label, graph in [("ours", False)] + ([("ours_graph", True)] if args.graph else []):
+            mine = ours(seed, args.cap, args.device, graph)
+            row[label] = mine
+            row[f"ratio_{label}"] = (round(theirs["seconds"] / mine["seconds"], 2)
+                                     if theirs["seconds"] and mine["seconds"] else None)
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import torch
 
+from ..device import resolve_device
 from .checkpoints import load_checkpoint
+from .graphs import graph_obstacle
 from .config import TrainConfig
 from .loop import train
 
@@ -53,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="runs/train", help="output folder: checkpoint.pt and history.csv")
     parser.add_argument("--checkpoint-every", type=int, default=1000, help="checkpoint interval in steps")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument("--graph", action="store_true",
+                        help="on CUDA, replay the training step as one captured CUDA graph (kmtrf_core.training.graphs)")
     return parser
 
 
@@ -139,6 +143,8 @@ def main(argv=None) -> int:
     config, args = parse_args(argv)
     if args.checkpoint_every < 1:
         parser.error(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+    if args.graph and (reason := graph_obstacle(config, resolve_device(config.device))) is not None:
+        parser.error(f"--graph: {reason}")
     out = Path(args.out)
     _check_out(parser, out)
     ckpt = out / "checkpoint.pt"
@@ -152,7 +158,7 @@ def main(argv=None) -> int:
             parser.error(f"--resume: {err}")
     model, history = train(
         config, checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
-        resume=ckpt if args.resume else None, progress=True,
+        resume=ckpt if args.resume else None, progress=True, graph=args.graph,
     )
     history.to_csv(out / "history.csv", index=False)
     last = history[history.step == history.step.max()]

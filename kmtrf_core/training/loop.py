@@ -48,14 +48,27 @@ from ..validation import check_int
 from .checkpoints import atomic_save, load_checkpoint, load_weights, remove_stale_temporaries, weights_of
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, initial_layer
 from .convergence import should_stop
+from .graphs import Stepper, graph_obstacle, set_capturable
 
-__all__ = ["train", "training_step", "validation_tasks"]
+__all__ = ["task_generators", "train", "training_step", "validation_tasks"]
 
 
 def _task_generator(seed: int, device) -> torch.Generator:
     g = torch.Generator(device=device)
     g.manual_seed(seed * 1_000_003 + 17)  # a stream separate from the initialization's
     return g
+
+
+def task_generators(config: TrainConfig, device=None) -> list:
+    """The task stream of each seed of ``config`` as :func:`train` starts it: one generator per seed, on ``device``.
+
+    >>> cfg = TrainConfig(d=2, k=3, seeds=(0, 1))
+    >>> a, b = task_generators(cfg, "cpu")
+    >>> a.initial_seed() != b.initial_seed()
+    True
+    """
+    device = resolve_device(device)
+    return [_task_generator(seed, device) for seed in config.seeds]
 
 
 def _sample(config: TrainConfig, generator, batch: int, device):
@@ -101,6 +114,7 @@ def train(
     checkpoint_every: int | None = None,
     resume: str | os.PathLike | None = None,
     progress: bool = False,
+    graph: bool = False,
 ):
     """Algorithm 1: train the layer by Adam on the smoothed k-means loss of sampled tasks.
 
@@ -116,6 +130,13 @@ def train(
         except for ``steps`` and ``device``.
     progress : bool
         Show a tqdm progress bar.
+    graph : bool
+        On CUDA: after a few eager steps, record one step as a CUDA graph and
+        replay it (:mod:`kmtrf_core.training.graphs`), with Adam in its
+        capturable form; equal to the eager run up to floating-point order.
+        ``ValueError`` where a graph cannot hold the step
+        (:func:`~kmtrf_core.training.graphs.graph_obstacle`: not on CUDA, an
+        annealed ``gamma`` or ``tau``, a mixture of task families).
 
     Returns
     -------
@@ -142,12 +163,14 @@ def train(
     if checkpoint_every is not None:
         check_int(checkpoint_every, "checkpoint_every")
     device = resolve_device(config.device)
+    if graph and (reason := graph_obstacle(config, device)) is not None:
+        raise ValueError(f"graph=True: {reason}")
     seeds = config.seeds
     S = len(seeds)
 
     model = initial_layer(config, device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    task_gens = [_task_generator(seed, device) for seed in seeds]
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, capturable=bool(graph))
+    task_gens = task_generators(config, device)
     X_val, C_val = validation_tasks(config, device)
     T = config.unroll
     with torch.no_grad():  # the fixed denominators of Eq. 20 (T Lloyd steps when training for T steps)
@@ -161,6 +184,7 @@ def train(
         state = load_checkpoint(resume, config)
         load_weights(model, state["weights"])
         optimizer.load_state_dict(state["optimizer"])
+        set_capturable(optimizer, bool(graph))  # the saved run's choice came back with the state
         for gen, gen_state in zip(task_gens, state["task_generators"]):
             gen.set_state(gen_state.to(gen.device) if gen.device.type != "cpu" else gen_state)
         # the interrupted run validated at its last step; a longer run validates only on its schedule
@@ -240,8 +264,10 @@ def train(
     stopped = start_step > 0 and start_step in curve and flat()  # a resumed run that had already stopped
     bar = tqdm(range(start_step + 1, config.steps + 1), disable=not progress or stopped, desc="training",
                unit="step")
+    stepper = Stepper(lambda step: training_step(model, optimizer, config, task_gens, step), optimizer, task_gens,
+                      bool(graph))
     for step in [] if stopped else bar:
-        values, ok = training_step(model, optimizer, config, task_gens, step)
+        values, ok = stepper(step)
         elapsed = time.perf_counter() - t0
         pending.append((step, values, ok, elapsed))
         last_step = step

@@ -173,7 +173,8 @@ def _code_fingerprint(source: str) -> str:
     return ast.dump(tree, include_attributes=False)
 
 
-def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, progress: bool = False):
+def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, progress: bool = False,
+                 graph: bool = False):
     """:func:`~kmtrf_core.training.train`, remembered on disk: a second call with the same config loads the result.
 
     The key is the config (without ``device``) and the code of every module
@@ -196,6 +197,9 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
         Train again and overwrite the cached run.
     progress : bool
         A progress bar over the steps, when it trains.
+    graph : bool
+        Train with the step replayed as one CUDA graph (:func:`~kmtrf_core.training.train`'s
+        ``graph``); like the device, it is not part of the key.
 
     Returns
     -------
@@ -235,7 +239,7 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
         return model.eval(), history
     remove_stale_temporaries(path)
     try:
-        model, history = train(config, progress=progress)
+        model, history = train(config, progress=progress, graph=graph)
     except TrainingDiverged as err:
         atomic_save({"config": config.to_dict(), "diverged": (err.step, err.seed, str(err)),
                      "history": _rows(err.history)}, path)
