@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The prepared run for a session that is lent a GPU (about 15 minutes of device time, start-up
 # included): the CUDA checks and the GPU measurements of issues 25 and 26, in one call of the device
-# tool, each step under its own time limit (at most about 8 minutes in all, typically 5) so that one slow step cannot eat
+# tool, each step under its own time limit (at most about 9 minutes in all, typically 6) so that one slow step cannot eat
 # the others. Most important first.
 #
 # The device's image has torch, numpy, scipy, pandas, scikit-learn, matplotlib, numba, tqdm and pytest
@@ -25,8 +25,8 @@ if ls bench/wheels/*.whl >/dev/null 2>&1; then
 else
     export PYTHONPATH="$PWD"
 fi
-DEVICE=cuda; N=10000000; SEED_N=2000000; BIG_CHUNK=1048576; STEPS=200; TTQ_CAP=4000; SMALL=()
-if [ "${GPU_SESSION_SMALL:-0}" = 1 ]; then DEVICE=cpu; N=20000; SEED_N=20000; BIG_CHUNK=8192; STEPS=10; TTQ_CAP=200; SMALL=(--quick); fi
+DEVICE=cuda; N=10000000; SEED_N=2000000; BIG_CHUNK=1048576; STEPS=200; TTQ_CAP=4000; CATALOG_S=40; SMALL=()
+if [ "${GPU_SESSION_SMALL:-0}" = 1 ]; then DEVICE=cpu; N=20000; SEED_N=20000; BIG_CHUNK=8192; STEPS=10; TTQ_CAP=200; CATALOG_S=5; SMALL=(--quick); fi
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi";
   nproc; "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"; } \
@@ -39,7 +39,11 @@ echo "== 2. ms per training step, eager against one CUDA graph (issue 25, part 1
 timeout 60 "$PY" bench/gpu_step.py --device "$DEVICE" --steps "$STEPS" --repeats 3 "${SMALL[@]}" 2>&1 \
     | tee "$OUT/gpu_step.txt"
 
-echo "== 3. the estimator on the device against KMeans on all CPU cores (issue 26, part 3): two chunk sizes"
+echo "== 3. the paper catalog on one GPU: step costs of its run shapes, extrapolated (issue 25, part 4)"
+timeout 80 "$PY" bench/catalog_gpu.py --device "$DEVICE" --budget-s "$CATALOG_S" --steps 30 --share 2 4 "${SMALL[@]}" \
+    2>&1 | tee "$OUT/catalog_gpu.txt" | tail -4
+
+echo "== 4. the estimator on the device against KMeans on all CPU cores (issue 26, part 3): two chunk sizes"
 for CHUNK in 16384 "$BIG_CHUNK"; do
     timeout 60 "$PY" bench/estimator.py --part speed --device "$DEVICE" --n "$N" --d 32 --k 100 --iters 20 \
         --repeats 2 --dtypes float64 --chunk "$CHUNK" 2>&1 | tee -a "$OUT/estimator.txt" | tail -2
@@ -47,9 +51,9 @@ done
 timeout 45 "$PY" bench/estimator.py --part seeding --device "$DEVICE" --n "$SEED_N" --d 32 --k 100 --repeats 1 \
     --dtypes float64 --chunk "$BIG_CHUNK" 2>&1 | tee -a "$OUT/estimator.txt" | tail -2
 
-echo "== 4. time to beat one Lloyd step: the authors' train.py against ours, eager and graphed (issue 25, part 2)"
+echo "== 5. time to beat one Lloyd step: the authors' train.py against ours, eager and graphed (issue 25, part 2)"
 if [ -f bench/out/authors/train.py ]; then
-    timeout 150 "$PY" bench/time_to_quality.py --authors bench/out/authors --seeds 1 --device "$DEVICE" \
+    timeout 130 "$PY" bench/time_to_quality.py --authors bench/out/authors --seeds 1 --device "$DEVICE" \
         --cap "$TTQ_CAP" $([ "$DEVICE" = cuda ] && echo --graph) 2>&1 | tee "$OUT/time_to_quality.txt"
 else
     echo "no bench/out/authors: carry a checkout of rithram/kmeans-trf there" | tee "$OUT/time_to_quality.txt"
