@@ -23,7 +23,6 @@ import collections
 import dataclasses
 import json
 import multiprocessing
-import statistics
 import time
 
 import torch

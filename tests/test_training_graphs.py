@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from kmtrf_core.training import TrainConfig, train
-from kmtrf_core.training import graphs
 from kmtrf_core.training.cli import main as cli_main
 from kmtrf_core.training.graphs import GRAPH_WARMUP, Stepper, graph_obstacle, set_capturable
 
