@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from kmtrf_core import ClusterTransformer, sample_tasks
-from kmtrf_core.book.ch09_plateau import READINGS, drop_table, layer_readings, plateau_summary, plateau_trace
+from kmtrf_core.book.ch09_plateau import (READINGS, drop_story, drop_table, layer_readings, plateau_story,
+                                          plateau_summary, plateau_trace)
 from kmtrf_core.training import TrainConfig, train
 from kmtrf_core.training.convergence import validation_curve
 
@@ -58,6 +59,54 @@ def test_summary_and_drop_table():
     table = drop_table(history, {"lr=0.03": flat.assign(scheme="oh")})
     assert table.loc["base", ("below_lloyd_at", "OH")] == 300
     assert math.isnan(table.loc["lr=0.03", ("below_lloyd_at", "OH")])
+
+
+def _drops(rows: dict) -> pd.DataFrame:
+    """A plateau table from ``label -> (OH drop, BN drop, OH final, BN final)``."""
+    columns = pd.MultiIndex.from_tuples([("below_lloyd_at", "OH"), ("below_lloyd_at", "BN"), ("final", "OH"),
+                                         ("final", "BN")])
+    return pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+
+
+@pytest.mark.parametrize("row,words", [
+    ((900.0, 1200.0, 0.9, 0.91), ["600 steps earlier", "1200 steps earlier", "Earlier for both."]),
+    ((1600.0, 2450.0, 0.9, 0.91), ["within the margin", "No move beyond the margin for either."]),
+    ((2500.0, 3000.0, 0.9, 0.91), ["1000 steps later", "600 steps later", "Later for both, OH by more."]),
+    ((2000.0, 5000.0, 0.9, 0.91), ["Later for both, BN by more."]),
+    ((900.0, 3500.0, 0.9, 0.91), ["The two embeddings moved differently."]),
+    ((float("nan"), 1200.0, 1.3, 0.91), ["OH never below one Lloyd step (base: step 1500)"]),
+])
+def test_drop_story_reads_each_row_against_the_base(row, words):
+    drops = _drops({"base": (1500.0, 2400.0, 0.92, 0.93), "lr=0.03": row})
+    line = drop_story(drops, {"lr": 0.01}, margin=200)
+    assert line.startswith("lr=0.03 (larger than the base's 0.01): ")
+    for word in words:
+        assert word in line
+    assert "Final: OH" in line
+
+
+def test_drop_story_when_the_base_never_dropped_and_for_bad_input():
+    drops = _drops({"base": (float("nan"), float("nan"), 1.2, 1.3), "k=3": (800.0, float("nan"), 0.9, 1.2)})
+    line = drop_story(drops, {"k": 6}, margin=200)
+    assert "(smaller than the base's 6)" in line and "where the base never got below" in line
+    assert "No direction to read" in line
+    with pytest.raises(ValueError, match="base_values has no value for 'k'"):
+        drop_story(drops, {"n": 64}, margin=200)
+    with pytest.raises(ValueError, match="drops"):
+        drop_story(drops.drop(columns=[("below_lloyd_at", "BN")]), {"k": 6}, margin=200)
+    with pytest.raises(ValueError, match="margin"):
+        drop_story(drops, {"k": 6}, margin=0)
+
+
+def test_plateau_story_measures_the_moves_it_describes():
+    trace = pd.DataFrame({"step": [0, 100, 200, 300], "seed": 0, "val_relative_loss": [1.8, 1.7, 0.95, 0.9],
+                          "nearest_share": [0.3, 0.4, 0.6, 0.7], "qk_points": [1.0, 2.0, 20.0, 30.0],
+                          "center_entropy": [0.99, 0.98, 0.5, 0.49]})
+    story = plateau_story(plateau_summary({"OH": trace}, readings=("nearest_share", "qk_points",
+                                                                   "center_entropy")))
+    second = story.splitlines()[1]
+    assert "grew 15.0x" in second and "fell to 0.50 of its plateau value" in second
+    assert "at the end 30% of the points attend most to a center other than their nearest" in second
 
 
 def test_training_leaves_the_plateau():

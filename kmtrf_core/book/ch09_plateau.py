@@ -37,9 +37,10 @@ from ..model import ClusterTransformer
 from ..training.checkpoints import load_weights
 from ..training.config import layer_for
 from ..training.convergence import flattening
+from ..validation import check_int, check_table
 from .plotting import SCHEME_COLORS
 
-__all__ = ["READINGS", "drop_table", "layer_readings", "plateau_figure", "plateau_story", "plateau_summary",
+__all__ = ["READINGS", "drop_story", "drop_table", "layer_readings", "plateau_figure", "plateau_story", "plateau_summary",
            "plateau_trace"]
 
 READINGS = {
@@ -296,6 +297,7 @@ def plateau_story(moments: pd.DataFrame) -> str:
     >>> readings = ("nearest_share", "point_entropy", "qk_points")
     >>> print(plateau_story(plateau_summary({"OH": trace, "BN": flat}, readings=readings)))
     OH: below one Lloyd step at step 200. Mid-plateau (step 100) -> drop -> end: nearest-center share 0.40 -> 0.90 -> 0.95; point->center entropy 0.80 -> 0.30 -> 0.20; |Q^T K| (points->centers) 1.50 -> 4.00 -> 5.00.
+      OH, from mid-plateau to the end: |Q^T K| (points->centers) grew 3.3x; the point->center entropy fell to 0.25 of its plateau value; at the end 5% of the points attend most to a center other than their nearest.
     BN: not below one Lloyd step in 300 steps (relative validation loss 1.70 at the end).
     """
     names = {"nearest_share": "nearest-center share", "point_entropy": "point->center entropy",
@@ -312,4 +314,98 @@ def plateau_story(moments: pd.DataFrame) -> str:
                  for name, label in names.items() if name in table.columns]
         lines.append(f"{run}: below one Lloyd step at step {table.loc['drop', 'step']:.0f}. Mid-plateau (step "
                      f"{table.loc['plateau', 'step']:.0f}) -> drop -> end: " + "; ".join(parts) + ".")
+        lines.append(_plateau_to_end(run, table))
+    return "\n".join(line for line in lines if line)
+
+
+def _plateau_to_end(run: str, table: pd.DataFrame) -> str:
+    """The second line of :func:`plateau_story` for a run that dropped: its readings, end against mid-plateau."""
+    said = []
+    for name, label in (("qk_points", "|Q^T K| (points->centers)"), ("qk_centers", "|Q^T K| (centers->points)")):
+        if name in table.columns and table.loc["plateau", name] > 0:
+            said.append(f"{label} grew {table.loc['end', name] / table.loc['plateau', name]:.1f}x")
+    for name, label in (("point_entropy", "point->center"), ("center_entropy", "center->point")):
+        if name in table.columns and table.loc["plateau", name] > 0:
+            said.append(f"the {label} entropy fell to {table.loc['end', name] / table.loc['plateau', name]:.2f} "
+                        "of its plateau value")
+    if "nearest_share" in table.columns:
+        said.append(f"at the end {1 - table.loc['end', 'nearest_share']:.0%} of the points attend most to a "
+                    "center other than their nearest")
+    return f"  {run}, from mid-plateau to the end: " + "; ".join(said) + "." if said else ""
+
+
+def drop_story(drops: pd.DataFrame, base_values: dict, margin: int) -> str:
+    """Each row of :func:`drop_table` read against the base row: did the change move the drop, and which way?
+
+    Parameters
+    ----------
+    drops : pandas.DataFrame
+        The table, base row first, the others labelled ``"field=value"``.
+    base_values : dict
+        The base run's value of every field the rows change.
+    margin : int
+        Steps within which two drops count as the same (a drop is only seen at validation steps).
+
+    Returns
+    -------
+    str
+        One line per changed row: per embedding, its first step below one
+        Lloyd step against the base's (earlier, later, within the margin,
+        or never), its final relative validation loss against the base's,
+        and the direction the two embeddings share, if any.
+
+    Examples
+    --------
+    >>> columns = pd.MultiIndex.from_product([["below_lloyd_at", "final"], ["BN", "OH"]])
+    >>> drops = pd.DataFrame([[2700.0, 1800.0, 0.93, 0.91], [4400.0, 2300.0, 0.96, 0.92],
+    ...                       [float("nan"), 3000.0, 1.2, 0.97]], index=["base", "k=10", "n=32"], columns=columns)
+    >>> print(drop_story(drops, {"k": 6, "n": 512}, margin=200))
+    k=10 (larger than the base's 6): OH at step 2300, 500 steps later than the base; BN at step 4400, 1700 steps later than the base. Final: OH 0.92 (base 0.91), BN 0.96 (base 0.93). Later for both, BN by more.
+    n=32 (smaller than the base's 512): OH at step 3000, 1200 steps later than the base; BN never below one Lloyd step (base: step 2700). Final: OH 0.97 (base 0.91), BN 1.20 (base 0.93). Later for both, BN by more.
+    """
+    check_table(drops, "drops", [("below_lloyd_at", "OH"), ("below_lloyd_at", "BN")])
+    check_int(margin, "margin")
+    base = drops.iloc[0]
+    lines = []
+    for label, row in drops.iloc[1:].iterrows():
+        field, _, value = str(label).partition("=")
+        if field not in base_values:
+            raise ValueError(f"base_values has no value for {field!r} (row {label!r})")
+        new, old = float(value), float(base_values[field])
+        direction = "larger than" if new > old else "smaller than" if new < old else "equal to"
+        parts, moves = [], {}
+        for scheme in ("OH", "BN"):
+            at, base_at = row[("below_lloyd_at", scheme)], base[("below_lloyd_at", scheme)]
+            if math.isnan(at):
+                moves[scheme] = math.inf if not math.isnan(base_at) else None
+                base_text = "never" if math.isnan(base_at) else f"step {base_at:.0f}"
+                parts.append(f"{scheme} never below one Lloyd step (base: {base_text})")
+            elif math.isnan(base_at):
+                moves[scheme] = -math.inf
+                parts.append(f"{scheme} at step {at:.0f}, where the base never got below")
+            else:
+                moves[scheme] = at - base_at
+                when = ("within the margin of the base" if abs(at - base_at) < margin else
+                        f"{abs(at - base_at):.0f} steps {'earlier' if at < base_at else 'later'} than the base")
+                parts.append(f"{scheme} at step {at:.0f}, {when}")
+        line = f"{label} ({direction} the base's {base_values[field]}): " + "; ".join(parts) + "."
+        if ("final", "OH") in drops.columns:
+            line += " Final: " + ", ".join(f"{scheme} {row[('final', scheme)]:.2f} (base {base[('final', scheme)]:.2f})"
+                                           for scheme in ("OH", "BN")) + "."
+        line += " " + _shared_move(moves, margin)
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _shared_move(moves: dict, margin: int) -> str:
+    oh, bn = moves["OH"], moves["BN"]
+    if oh is None or bn is None:
+        return "No direction to read (an embedding got below one Lloyd step in neither run)."
+    if oh >= margin and bn >= margin:
+        return "Later for both" + (", BN by more." if bn > oh + margin else ", OH by more." if oh > bn + margin
+                                   else ", by about as much.")
+    if oh <= -margin and bn <= -margin:
+        return "Earlier for both."
+    if abs(oh) < margin and abs(bn) < margin:
+        return "No move beyond the margin for either."
+    return "The two embeddings moved differently."
