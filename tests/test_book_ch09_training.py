@@ -107,47 +107,64 @@ def test_ablation_needs_a_field_besides_the_curves(cache):
         ablation(RunGroup("demo", TINY, {"scheme": ["oh"], "omega": ["l2"]}, "9", "test"))
 
 
-def _summaries():
-    """Convergence summaries shaped like chapter 9's, with the quick profile's baseline numbers."""
-    index = pd.MultiIndex.from_product([[0.1, 1.0], ["bn", "na", "oh"], ["l2", "ne"]],
-                                       names=["tau", "scheme", "omega"])
-    tau_summary = pd.DataFrame({
-        "final_val_relative": [1.967, 1.971, 1.934, 1.938, 1.893, 1.894,
-                               1.953, 1.890, 1.935, 1.917, 1.896, 1.850],
-        "final_train_loss": [6.879, 8.191, 7.060, 8.383, 6.847, 8.134,
-                             10.923, 22.125, 11.043, 22.286, 10.888, 22.117],
-    }, index=index)
-    d_index = index.set_names("d", level=0).set_levels([4, 16], level=0)
-    d_summary = pd.DataFrame({"steps_to_converge": [20.0, 20.0, 10.0, 10.0, 20.0, 20.0] + [15.0] * 6},
-                             index=d_index)
-    return tau_summary, d_summary
+def _d_summary(d4, d16):
+    """Figure 2(b)'s convergence summary from (BN, OH) steps at d = 4 and d = 16 (L2; NE rows filled alike)."""
+    index = pd.MultiIndex.from_product([[4, 16], ["bn", "na", "oh"], ["l2", "ne"]], names=["d", "scheme", "omega"])
+    steps = []
+    for bn, oh in (d4, d16):
+        steps += [bn, bn, 3000.0, 3000.0, oh, oh]
+    return pd.DataFrame({"steps_to_converge": steps}, index=index)
 
 
-def test_figure2_claims_reproduces_the_quick_baseline_table():
-    tau_summary, d_summary = _summaries()
-    claims = figure2_claims(tau_summary, d_summary, taus=[1.0, 0.1])
-    assert claims.columns.tolist() == ["claim (Section 3, Fig. 2)", "our numbers", "holds here"]
-    assert claims["our numbers"].tolist() == [
-        "tau=0.1: OH 1.893, BN 1.967",
-        "NA 1.934",
-        "L2 1.896 vs NE 1.850",
-        "L2 [10.923, 11.043, 10.888] vs NE [22.125, 22.286, 22.117]",
-        "L2 [6.879, 7.06, 6.847] vs NE [8.191, 8.383, 8.134]",
-        "OH 20 vs BN 20",
-        "BN - OH: 0 steps -> 0 steps",
-    ]
-    assert claims["holds here"].tolist() == [False, False, False, True, True, False, False]
+def _samples(level, ne_shift=0.1, loss_shift=0.5, spread=0.05, seed=0):
+    """Per-task held-out values shaped like figure2_samples', around per-scheme ratio levels."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for tau in (1.0, 0.1):
+        for scheme in ("bn", "na", "oh"):
+            for omega in ("l2", "ne"):
+                shift = 0.0 if omega == "l2" else 1.0
+                out[(tau, scheme, omega)] = {
+                    "ratio": level[scheme] + shift * ne_shift + spread * rng.standard_normal((2, 128)),
+                    "loss": 1.0 + shift * loss_shift + spread * rng.standard_normal((2, 128))}
+    return out
+
+
+def test_figure2_claims_reproduced_with_intervals_and_margins():
+    claims = figure2_claims(_samples({"oh": 0.9, "bn": 0.93, "na": 1.2}), _d_summary((2700.0, 1800.0), (2000.0, 1900.0)),
+                            taus=[1.0, 0.1], steps_margin=200)
+    assert claims.columns.tolist() == ["claim (Section 3, Fig. 2)", "our numbers", "verdict"]
+    assert claims.verdict.tolist() == ["reproduced"] * 7
+    assert "95% CI; margin 0.01" in claims["our numbers"][1]  # every interval says its level and margin
     assert claims["claim (Section 3, Fig. 2)"][3].endswith("(tau=1.0, all embeddings)")
+    assert claims["our numbers"][5] == "OH 1800 vs BN 2700 (medians over seeds; margin 200 steps)"
+    assert claims["our numbers"][6] == "BN - OH: 900 steps -> 100 steps (margin 200 steps)"
 
 
-def test_figure2_claims_can_hold():
-    tau_summary, d_summary = _summaries()
-    tau_summary["final_val_relative"] = [0.8, 0.9, 1.1, 1.2, 0.7, 0.75] + [0.8, 0.9, 1.1, 1.2, 0.7, 0.75]
-    d_summary["steps_to_converge"] = [40.0, 40.0, 50.0, 50.0, 20.0, 20.0] + [25.0, 25.0, 30.0, 30.0, 20.0, 20.0]
-    claims = figure2_claims(tau_summary, d_summary)
-    assert claims["holds here"].all()
-    assert claims["our numbers"][0] == "tau=0.1: OH 0.700, BN 0.800"
-    assert claims["our numbers"][6] == "BN - OH: 20 steps -> 5 steps"
+def test_figure2_claims_say_inconclusive_inside_the_noise_and_not_reproduced_beyond_it():
+    # OH and BN at 1.0 +- noise: no interval is below 1; NA as good as them; NE as good as L2
+    noisy = _samples({"oh": 1.0, "bn": 1.0, "na": 1.0}, ne_shift=0.0, loss_shift=0.0, spread=0.3)
+    claims = figure2_claims(noisy, _d_summary((1850.0, 1800.0), (1900.0, 1800.0)), steps_margin=200)
+    assert claims.verdict.tolist() == ["inconclusive"] * 7
+    worse = _samples({"oh": 1.2, "bn": 1.3, "na": 0.9}, ne_shift=-0.1, loss_shift=-0.5)  # everything the other way
+    claims = figure2_claims(worse, _d_summary((1800.0, 2700.0), (1800.0, 4000.0)), steps_margin=200)
+    assert claims.verdict.tolist() == ["not reproduced"] * 7
+
+
+def test_figure2_samples_read_every_layer_on_the_held_out_tasks(cache):
+    from kmtrf_core.book.ch09_training import figure2_samples
+    from kmtrf_core.book.heldout import eval_tasks
+    from kmtrf_core.evaluate import relative_loss
+
+    group = RunGroup("demo", TINY, {"tau": [1.0, 0.1], "scheme": ["oh", "bn"], "omega": ["ne", "l2"]}, "9", "test")
+    X, C = eval_tasks(TINY, 6)
+    samples = figure2_samples(group, X, C)
+    assert set(samples) == {(t, s, o) for t in (1.0, 0.1) for s in ("oh", "bn") for o in ("ne", "l2")}
+    run = group.run(tau=0.1, scheme="bn", omega="l2")
+    ratio = samples[(0.1, "bn", "l2")]["ratio"]
+    assert ratio.shape == (2, 6) and samples[(0.1, "bn", "l2")]["loss"].shape == (2, 6)
+    np.testing.assert_allclose(ratio, relative_loss(run.model, X, C).double().numpy(), rtol=1e-6)
+    assert np.isfinite(samples[(1.0, "oh", "ne")]["loss"]).all()
 
 
 def _drops(rows):

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..validation import check_choice, check_int
 from .profiles import get_profile
-from .uncertainty import combine, compare
+from .uncertainty import combine, compare, point_value
 
 __all__ = ["CLAIMS", "CLAIM_COLUMNS", "MARGIN", "VERDICTS", "Claim", "Finding", "Record", "below_finding", "better_finding",
            "claims_table", "glue_value", "progression", "record", "rests_on", "verdict", "versus_finding"]
@@ -519,8 +519,8 @@ def better_finding(samples: dict, baseline: str, what: str, margin: float = MARG
     others = {label: value for label, value in samples.items() if label != baseline}
     outcomes = {label: compare(value, base, margin, **options) for label, value in others.items()}
     return _interval_finding(
-        f"{what}: {baseline} {_point(base):.3f}; " + ", ".join(
-            f"{label} {_point(others[label]):.3f} ({c.text()})" for label, c in outcomes.items()),
+        f"{what}: {baseline} {point_value(base):.3f}; " + ", ".join(
+            f"{label} {point_value(others[label]):.3f} ({c.text()})" for label, c in outcomes.items()),
         outcomes, check=f"each variant below {baseline} by at least {margin:g}, the 95% interval of the "
                         "difference on one side", what=f"beat {baseline} by {margin:g}")
 
@@ -538,7 +538,7 @@ def below_finding(samples: dict, what: str, threshold: float = 1.0, margin: floa
     """
     outcomes = {label: compare(value, threshold, margin, **options) for label, value in samples.items()}
     return _interval_finding(
-        f"{what}: " + ", ".join(f"{label} {_point(samples[label]):.3f} ({c.text()} from {threshold:g})"
+        f"{what}: " + ", ".join(f"{label} {point_value(samples[label]):.3f} ({c.text()} from {threshold:g})"
                                 for label, c in outcomes.items()),
         outcomes, check=f"every value below {threshold:g}" + (f" by {margin:g}" if margin else "")
                         + ", its 95% interval entirely below", what=f"below {threshold:g}")
@@ -574,16 +574,10 @@ def versus_finding(samples: dict, label: str, baseline: str, margin: float = MAR
                 for test in tests}
     return _interval_finding(
         f"{label} vs {baseline}: " + "; ".join(
-            f"{test} {_point(samples[(label, test)]):.3f} vs {_point(samples[(baseline, test)]):.3f} ({c.text()})"
+            f"{test} {point_value(samples[(label, test)]):.3f} vs {point_value(samples[(baseline, test)]):.3f} ({c.text()})"
             for test, c in outcomes.items()),
         outcomes, check=f"{label} below {baseline} by at least {margin:g} on every test, the 95% interval of the "
                         "difference on one side", what="tests better")
-
-
-def _point(values) -> float:
-    """The statistic the intervals are about: the median over seeds of the mean over tasks."""
-    array = np.asarray(values, dtype=float)
-    return float(np.median(array.reshape(-1, array.shape[-1]).mean(axis=1)))
 
 
 def _interval_finding(value: str, outcomes: dict, check: str, what: str) -> Finding:

@@ -31,7 +31,7 @@ import numpy as np
 from ..validation import check_int, check_number
 
 __all__ = ["Comparison", "INTERVAL_LEVEL", "RESAMPLES", "bootstrap_interval", "combine", "compare", "equivalent",
-           "ratio_interval"]
+           "point_value", "ratio_interval"]
 
 INTERVAL_LEVEL = 0.95
 """The confidence level of every interval the book states."""
@@ -50,6 +50,18 @@ def _samples(values, name: str) -> np.ndarray:
     if np.isnan(array).any():
         raise ValueError(f"{name} must not hold NaN (a diverged task's ratio is inf)")
     return array
+
+
+def point_value(values) -> float:
+    """The statistic the intervals are about: the median over seeds of the mean over tasks.
+
+    ``values`` are per-task values ``(B,)`` or ``(S, B)``.
+
+    >>> point_value([[1.0, 2.0], [3.0, 5.0], [0.0, 1.0]])
+    1.5
+    """
+    array = np.asarray(values, dtype=float)
+    return float(np.median(array.reshape(-1, array.shape[-1]).mean(axis=1)))
 
 
 def _statistic(samples: np.ndarray, seeds: np.ndarray, tasks: np.ndarray) -> np.ndarray:
