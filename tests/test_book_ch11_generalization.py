@@ -128,3 +128,27 @@ def test_length_finding():
     assert length_finding(final[["oh", "bn"]] * 0.5, [8, 16, 32], 16, 6, halved).verdict == "reproduced"
     with pytest.raises(ValueError, match="points"):
         length_finding(final, [8, 16], 16, 6, samples)
+
+
+def test_evaluate_with_samples_is_evaluate_models_plus_the_per_task_ratios_behind_it():
+    import torch
+
+    from kmtrf_core import ClusterTransformer, sample_tasks
+    from kmtrf_core.book.ch11_generalization import evaluate_with_samples
+    from kmtrf_core.book.heldout import task_ratios
+    from kmtrf_core.evaluate import center_trajectory, evaluate_models
+
+    models = {s: ClusterTransformer(2, 3, s, generator=torch.Generator().manual_seed(i), ensemble=2)
+              for i, s in enumerate(("oh", "bn", "na"))}
+    tests = {"a": sample_tasks(5, 24, 2, 3, generator=1), "b": sample_tasks(5, 24, 2, 3, generator=2)}
+    table, samples = evaluate_with_samples(models, tests, steps=3, chunk=4)
+    assert table.equals(evaluate_models(models, tests, steps=3, chunk=4))
+    assert sorted(samples) == [("a", "bn"), ("a", "oh"), ("b", "bn"), ("b", "oh")]
+    X, C = tests["b"]
+    expected = task_ratios({"oh": center_trajectory(models["oh"], X, C, 3, chunk=4)}, X, C)["oh"][3]
+    np.testing.assert_array_equal(samples[("b", "oh")], expected)
+    assert samples[("b", "oh")].shape == (2, 5)
+    with pytest.raises(ValueError, match="not among the models"):
+        evaluate_with_samples(models, tests, steps=1, sampled=("gc",))
+    with pytest.raises(ValueError, match="must be a pair"):
+        evaluate_with_samples(models, {"a": tests["a"][0]}, steps=1)

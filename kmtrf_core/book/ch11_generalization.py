@@ -8,6 +8,8 @@ the evaluation are the paper room's (:mod:`kmtrf_core.tasks`,
 * :func:`scheme_layers`, :func:`family_generalization`: the layers, and the
   train-family x test-family evaluation behind Figures 8 and 18 (chapter 14 reads it too);
 * :func:`family_samples`: the same evaluation per task, for the intervals of the verdicts;
+* :func:`evaluate_with_samples`: :func:`~kmtrf_core.evaluate.evaluate_models`' table for Figures 7
+  and 12, with the per-task ratios of the same trajectories (the intervals of their verdicts);
 * :func:`ratio_table`: the median ratio to Lloyd after the first and the last step;
 * :func:`shift_finding`, :func:`family_summary`, :func:`family_finding`,
   :func:`point_counts`, :func:`length_finding`: the readings and verdicts of
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..evaluate import center_trajectory, evaluate_models, final_ratios
+from ..evaluate import center_trajectory, evaluate_models, final_ratios, trajectory_table
+from ..model import check_model
 from ..tasks import FAMILIES, SHIFTS, family_tasks
 from .claims import Finding
 from .groups import PAPER_SCHEMES
@@ -26,7 +29,7 @@ from .heldout import task_ratios
 from .plotting import l2_label
 from .uncertainty import combine, compare
 
-__all__ = ["cell_verdicts", "family_finding", "family_generalization", "family_samples", "family_summary",
+__all__ = ["cell_verdicts", "evaluate_with_samples", "family_finding", "family_generalization", "family_samples", "family_summary",
            "length_finding", "point_counts", "ratio_table", "scheme_layers", "shift_finding"]
 
 _OH_BN = ["oh", "bn"]
@@ -145,6 +148,58 @@ def family_samples(catalog, schemes=("oh", "bn"), families=FAMILIES, tasks: int 
             ratios = task_ratios({"layer": center_trajectory(model, X, C, steps)}, X, C)["layer"]
             out[(train, test, scheme)] = ratios[steps]
     return out
+
+
+def evaluate_with_samples(models: dict, tests: dict, steps: int, sampled=("oh", "bn"), chunk: int = 64):
+    """:func:`~kmtrf_core.evaluate.evaluate_models` (re-embedded steps), and per task the ratios behind it.
+
+    One trajectory per model and test serves both the table (the figures) and the per-task
+    ratios after ``steps`` steps of the ``sampled`` models (the intervals of the verdicts), so
+    the samples are the very tasks the table averages.
+
+    Parameters
+    ----------
+    models : dict
+        Label -> layer, as for :func:`~kmtrf_core.evaluate.evaluate_models`.
+    tests : dict
+        Name -> ``(X, C)``.
+    steps, chunk : int
+        As for :func:`~kmtrf_core.evaluate.evaluate_models`.
+    sampled : sequence
+        The labels whose per-task ratios are returned.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Equal to ``evaluate_models(models, tests, steps, chunk=chunk)``.
+    samples : dict
+        ``(test, label)`` -> float64 array ``(S, B)``: per task, the ratio to Lloyd after ``steps`` steps.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from kmtrf_core import ClusterTransformer, sample_tasks
+    >>> models = {s: ClusterTransformer(2, 3, s, generator=torch.Generator().manual_seed(0)) for s in ("oh", "bn")}
+    >>> tests = {"t": sample_tasks(4, 20, 2, 3, generator=1)}
+    >>> table, samples = evaluate_with_samples(models, tests, steps=2)
+    >>> table.equals(evaluate_models(models, tests, steps=2)), samples[("t", "bn")].shape
+    (True, (1, 4))
+    """
+    missing = [label for label in sampled if label not in models]
+    if missing:
+        raise ValueError(f"sampled names {missing}, which are not among the models {list(models)}")
+    tables, samples = [], {}
+    for test, pair in tests.items():
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise ValueError(f"tests[{test!r}] must be a pair (X, C)")
+        X, C = pair
+        trajectories = {label: center_trajectory(check_model(model), X, C, steps, "reembed", chunk)
+                        for label, model in models.items()}
+        tables.append(trajectory_table(trajectories, X, C, test=test, mode="reembed"))
+        ratios = task_ratios({label: trajectories[label] for label in sampled}, X, C)
+        for label, values in ratios.items():
+            samples[(test, label)] = values[steps]
+    return pd.concat(tables, ignore_index=True), samples
 
 
 def cell_verdicts(samples: dict, threshold: float = 1.0) -> dict:
