@@ -97,6 +97,11 @@ def test_streamed_fit_seeds_on_the_device_and_equals_kmeans(monkeypatch, torch_p
     (lambda X: kmeans_plusplus(X, 0), "n_clusters must be >= 1"),
     (lambda X: kmeans_plusplus(X, 3, n_local_trials=0), "n_local_trials"),
     (lambda X: kmeans_plusplus(X, 3, sample_weight=np.ones(5)), "sample_weight.shape"),
+    (lambda X: kmeans_plusplus(X, 3, sample_weight=np.full(len(X), np.nan)), "finite and non-negative"),
+    (lambda X: kmeans_plusplus(X, 3, sample_weight=-np.ones(len(X))), "finite and non-negative"),
+    (lambda X: kmeans_plusplus(X, 3, sample_weight=np.zeros(len(X))), "not all zero"),
+    (lambda X: kmeans_plusplus(torch.where(X > 1, torch.nan, X), 3), "X holds NaN or inf"),
+    (lambda X: kmeans_plusplus(X * 1e200, 1), "overflow"),
 ])
 def test_mistakes_are_named(call, match):
     with pytest.raises(ValueError, match=match):

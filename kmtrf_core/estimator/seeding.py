@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 
-from .passes import chunk_slices, squared_norms
+from .passes import chunk_slices, sample_weights, squared_norms
 
 __all__ = ["kmeans_plusplus"]
 
@@ -55,6 +55,13 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state=None, *, samp
     centers : torch.Tensor ``(n_clusters, d)`` on ``device``, ``X``'s dtype
     indices : ndarray ``(n_clusters,)``, the rows of ``X`` that were picked
 
+    Raises
+    ------
+    ValueError
+        For a wrong shape or dtype, ``n_clusters`` out of range, weights that are
+        negative, non-finite or all zero (the estimator's messages), and data whose
+        distances are not finite (NaN, inf, or an overflow of the dtype).
+
     Examples
     --------
     >>> from sklearn.cluster import kmeans_plusplus as sklearn_kmeans_plusplus
@@ -79,9 +86,8 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state=None, *, samp
     device = X.device if device is None else torch.device(device)
     random_state = check_random_state(random_state)
     np_dtype = np.float64 if X.dtype == torch.float64 else np.float32
-    w_host = np.ones(n, dtype=np_dtype) if sample_weight is None else np.asarray(sample_weight, dtype=np_dtype)
-    if w_host.shape != (n,):
-        raise ValueError(f"sample_weight.shape == {w_host.shape}, expected {(n,)}!")
+    w_host = sample_weights(sample_weight, n, np_dtype)  # the estimator's checks and messages
+    w_host = np.ones(n, dtype=np_dtype) if w_host is None else w_host
     w = torch.from_numpy(w_host).to(device, torch.float64)
     x2 = squared_norms(X, chunk, device) if x_squared_norms is None else x_squared_norms.to(device)
 
@@ -101,6 +107,8 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state=None, *, samp
     for part, D in distances(indices[:1]):
         closest[part] = D[0]
     potential = float(closest @ w)
+    if not np.isfinite(potential):  # the sum every draw scales: one test instead of one per point
+        raise ValueError("X holds NaN or inf, or values whose squared distances overflow its dtype")
     for c in range(1, n_clusters):
         draws = torch.from_numpy(random_state.uniform(size=n_local_trials) * potential).to(device)
         ids = torch.searchsorted(torch.cumsum(w * closest, dim=0), draws).clamp_(max=n - 1).cpu().numpy()
