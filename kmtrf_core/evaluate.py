@@ -394,6 +394,7 @@ def evaluate_models(
     steps: int,
     modes=("reembed",),
     chunk: int = 64,
+    return_trajectories: bool = False,
 ):
     """Multi-step evaluation of several models on several test sets, against Lloyd.
 
@@ -409,6 +410,9 @@ def evaluate_models(
         As in :func:`center_trajectory`.
     modes : str or sequence of {"reembed", "naive"}
         How each model is iterated (the ``mode`` of :func:`center_trajectory`).
+    return_trajectories : bool
+        Also return the trajectories the table was made from, for per-task
+        readings of the same runs.
 
     Returns
     -------
@@ -420,6 +424,9 @@ def evaluate_models(
         beats Lloyd; NaN or inf where Lloyd reaches zero loss, e.g. ``k = n``)
         and ``diverged`` (the fraction of tasks whose centers overflowed).
         Step 0 is the shared start (ratio 1).
+    dict
+        With ``return_trajectories``: ``(test, mode, label)`` -> centers
+        ``(T + 1, (S,) B, k, d)`` (:func:`center_trajectory`).
 
     Examples
     --------
@@ -438,7 +445,7 @@ def evaluate_models(
         raise ValueError("modes must name at least one mode")
     for mode in modes:
         check_choice(mode, "mode", MODES)
-    tables = []
+    tables, kept = [], {}
     for test, pair in tests.items():
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise ValueError(f"tests[{test!r}] must be a pair (X, C)")
@@ -447,7 +454,10 @@ def evaluate_models(
             trajectories = {label: center_trajectory(check_model(model), X, C, steps, mode, chunk)
                             for label, model in models.items()}
             tables.append(trajectory_table(trajectories, X, C, test=test, mode=mode))
-    return pd.concat(tables, ignore_index=True)
+            if return_trajectories:
+                kept.update({(test, mode, label): centers for label, centers in trajectories.items()})
+    table = pd.concat(tables, ignore_index=True)
+    return (table, kept) if return_trajectories else table
 
 
 def trajectory_table(trajectories: dict, X: torch.Tensor, C: torch.Tensor, test="tasks", mode="reembed"):

@@ -157,6 +157,16 @@ def test_evaluate_models_table_layout(table_setup):
     assert (table.diverged == 0).all()
 
 
+def test_evaluate_models_can_return_the_trajectories_behind_its_table(table_setup):
+    models, tests, table = table_setup
+    again, trajectories = evaluate_models(models, tests, 3, modes=MODES, return_trajectories=True)
+    assert again.equals(table)
+    assert set(trajectories) == {(test, mode, label) for test in tests for mode in MODES for label in models}
+    X, C = tests["second"]
+    expected = center_trajectory(models["pair"], X, C, 3, "naive")
+    assert torch.equal(trajectories[("second", "naive", "pair")], expected)
+
+
 def test_evaluate_models_values(table_setup):
     models, tests, table = table_setup
     np.testing.assert_allclose(table[table.step == 0].ratio, 1.0, rtol=1e-12)

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..evaluate import center_trajectory, evaluate_models, final_ratios, trajectory_table
-from ..model import check_model
+from ..evaluate import center_trajectory, evaluate_models, final_ratios
 from ..tasks import FAMILIES, SHIFTS, family_tasks
 from .claims import Finding
 from .groups import PAPER_SCHEMES
@@ -188,18 +187,13 @@ def evaluate_with_samples(models: dict, tests: dict, steps: int, sampled=("oh", 
     missing = [label for label in sampled if label not in models]
     if missing:
         raise ValueError(f"sampled names {missing}, which are not among the models {list(models)}")
-    tables, samples = [], {}
-    for test, pair in tests.items():
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise ValueError(f"tests[{test!r}] must be a pair (X, C)")
-        X, C = pair
-        trajectories = {label: center_trajectory(check_model(model), X, C, steps, "reembed", chunk)
-                        for label, model in models.items()}
-        tables.append(trajectory_table(trajectories, X, C, test=test, mode="reembed"))
-        ratios = task_ratios({label: trajectories[label] for label in sampled}, X, C)
+    table, trajectories = evaluate_models(models, tests, steps, chunk=chunk, return_trajectories=True)
+    samples = {}
+    for test, (X, C) in tests.items():
+        ratios = task_ratios({label: trajectories[(test, "reembed", label)] for label in sampled}, X, C)
         for label, values in ratios.items():
             samples[(test, label)] = values[steps]
-    return pd.concat(tables, ignore_index=True), samples
+    return table, samples
 
 
 def cell_verdicts(samples: dict, threshold: float = 1.0) -> dict:
