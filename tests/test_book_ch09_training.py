@@ -151,6 +151,17 @@ def test_figure2_claims_say_inconclusive_inside_the_noise_and_not_reproduced_bey
     assert claims.verdict.tolist() == ["not reproduced"] * 7
 
 
+def test_figure2_claims_name_missing_inputs():
+    samples = _samples({"oh": 0.9, "bn": 0.93, "na": 1.2})
+    d_summary = _d_summary((2700.0, 1800.0), (2000.0, 1900.0))
+    with pytest.raises(ValueError, match=r"missing \[\(0\.1, 'na', 'ne'\)\]"):
+        figure2_claims({key: value for key, value in samples.items() if key != (0.1, "na", "ne")}, d_summary)
+    with pytest.raises(ValueError, match="missing"):
+        figure2_claims({}, d_summary)
+    with pytest.raises(ValueError, match="d_summary"):
+        figure2_claims(samples, d_summary.rename(columns={"steps_to_converge": "steps"}))
+
+
 def test_figure2_samples_read_every_layer_on_the_held_out_tasks(cache):
     from kmtrf_core.book.ch09_training import figure2_samples
     from kmtrf_core.book.heldout import eval_tasks

@@ -27,7 +27,7 @@ import pandas as pd
 
 import torch
 
-from ..evaluate import relative_loss
+from ..evaluate import center_trajectory
 from ..lloyd import kmeans_objective, lloyd
 from ..objectives import smoothed_kmeans_loss
 from ..training import TrainConfig, convergence_summary  # noqa: F401  (TrainConfig: the doctests)
@@ -198,12 +198,12 @@ def figure2_samples(group: RunGroup, X: torch.Tensor, C: torch.Tensor) -> dict:
         reference = kmeans_objective(X, lloyd(X, C))  # (B,)
         out = {}
         for config, model in models:
-            ratio = relative_loss(model, X, C, reference=reference)  # (S, B) or (B,)
-            centers = model(X, C)  # ((S,) B, k, d)
-            lead = centers.shape[:-3]
-            points = X.expand(*lead, *X.shape).reshape(-1, *X.shape[1:])
-            loss = smoothed_kmeans_loss(points, centers.reshape(-1, *C.shape[1:]), config.omega, config.tau)
-            loss = loss.reshape(*lead, -1) / reference
+            # one step of the layer, in relative_loss's chunks of tasks; both readings use these centers
+            centers = center_trajectory(model, X, C, 1)[1].reshape(-1, *C.shape)  # (S, B, k, d)
+            points = X.expand(centers.shape[0], *X.shape).flatten(0, 1)
+            flat = centers.flatten(0, 1)
+            ratio = kmeans_objective(points, flat) / reference.repeat(centers.shape[0])  # Eq. 20 per task
+            loss = smoothed_kmeans_loss(points, flat, config.omega, config.tau) / reference.repeat(centers.shape[0])
             out[(config.tau, config.scheme, config.omega)] = {
                 "ratio": ratio.double().cpu().numpy().reshape(-1, X.shape[0]),
                 "loss": loss.double().cpu().numpy().reshape(-1, X.shape[0])}
@@ -262,6 +262,12 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
     True
     """
     taus = list(dict.fromkeys(tau for tau, _, _ in samples)) if taus is None else list(taus)
+    missing = [(tau, scheme, omega) for tau in taus for scheme in ("oh", "bn", "na") for omega in ("l2", "ne")
+               if (tau, scheme, omega) not in samples]
+    if not taus or missing:
+        raise ValueError(f"samples must hold every (tau, scheme, omega) of Figure 2(a); missing {missing[:4]}"
+                         f"{' ...' if len(missing) > 4 else ''}")
+    check_table(d_summary, "d_summary", ["steps_to_converge"])
     small_tau, big_tau = min(taus), max(taus)
 
     def ratio(tau, scheme, omega):
