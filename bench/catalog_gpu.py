@@ -136,7 +136,7 @@ def main(argv=None) -> None:
     largest = runs[order[0]][0]
     alone = ms_per_step(largest, graph_obstacle(largest, device) is None, 10, args.steps)
     for processes in args.share:
-        times = shared(dataclasses.replace(largest), processes, args.steps)
+        times = shared(largest, processes, args.steps)
         throughput = sum(alone / t for t in times)
         print(json.dumps(dict(shared_by=processes, shape=order[0], alone_ms=round(alone, 3),
                               each_ms=[round(t, 3) for t in times], throughput_vs_alone=round(throughput, 2))),
