@@ -96,6 +96,8 @@ def test_drop_story_when_the_base_never_dropped_and_for_bad_input():
         drop_story(drops.drop(columns=[("below_lloyd_at", "BN")]), {"k": 6}, margin=200)
     with pytest.raises(ValueError, match="margin"):
         drop_story(drops, {"k": 6}, margin=0)
+    with pytest.raises(ValueError, match="row 'k=ten' and base value 6 must be numbers"):
+        drop_story(drops.rename(index={"k=3": "k=ten"}), {"k": 6}, margin=200)
 
 
 def test_plateau_story_measures_the_moves_it_describes():

@@ -371,7 +371,10 @@ def drop_story(drops: pd.DataFrame, base_values: dict, margin: int) -> str:
         field, _, value = str(label).partition("=")
         if field not in base_values:
             raise ValueError(f"base_values has no value for {field!r} (row {label!r})")
-        new, old = float(value), float(base_values[field])
+        try:
+            new, old = float(value), float(base_values[field])
+        except ValueError:
+            raise ValueError(f"row {label!r} and base value {base_values[field]!r} must be numbers") from None
         direction = "larger than" if new > old else "smaller than" if new < old else "equal to"
         parts, moves = [], {}
         for scheme in ("OH", "BN"):
