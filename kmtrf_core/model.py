@@ -263,7 +263,7 @@ class ClusterTransformer(nn.Module):
 
     def layer(
         self, X_bar: torch.Tensor, C_bar: torch.Tensor, trace: dict | None = None, chunk: int | None = None,
-        gamma: float | None = None,
+        gamma: float | None = None, points: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One application of Eq. 4 to token embeddings; returns the updated ``(X_bar, C_bar)``.
 
@@ -276,15 +276,31 @@ class ClusterTransformer(nn.Module):
         (bounded memory).
         ``gamma`` overrides the layer's temperature for this application
         (an inference-time schedule, :func:`~kmtrf_core.evaluate.center_trajectory`).
+        ``points``, when ``X_bar`` is the fresh embedding ``[X, 0]`` of these
+        points ``X``: the two attentions that read ``X_bar`` then read ``X``
+        with the projections' first ``d`` columns, the same values for less
+        work (:meth:`run_unchecked` passes it; ignored with a ``trace``).
         """
         temperature = self.gamma if gamma is None else check_gamma(gamma)
 
-        def a(mu, Zq, Zk):
-            if chunk is not None and trace is None and Zq.shape[-2] > chunk:
-                return torch.cat([a(mu, Zq[..., i : i + chunk, :], Zk) for i in range(0, Zq.shape[-2], chunk)], dim=-2)
-            return attend(Zq, Zk, *self._projections(mu), temperature, self.impl, trace, f"weights_{mu + 1}")
+        def a(mu, Zq, Zk, narrow=None):
+            Q, K, V = self._projections(mu)
+            if narrow == "q":  # plain points ask: only the data columns of Q meet them
+                Q = Q[..., : self.d]
+            elif narrow == "qkv":
+                Q, K, V = Q[..., : self.d], K[..., : self.d], V[..., : self.d]
+            return chunked(mu, Zq, Zk, Q, K, V)
 
-        update_x = a(0, X_bar, C_bar) + a(1, X_bar, X_bar)  # (B, n, d_emb)
+        def chunked(mu, Zq, Zk, Q, K, V):
+            if chunk is not None and trace is None and Zq.shape[-2] > chunk:
+                return torch.cat([chunked(mu, Zq[..., i : i + chunk, :], Zk, Q, K, V)
+                                  for i in range(0, Zq.shape[-2], chunk)], dim=-2)
+            return attend(Zq, Zk, Q, K, V, temperature, self.impl, trace, f"weights_{mu + 1}")
+
+        if points is not None and trace is None:
+            update_x = a(0, points, C_bar, "q") + a(1, points, points, "qkv")  # (B, n, d_emb)
+        else:
+            update_x = a(0, X_bar, C_bar) + a(1, X_bar, X_bar)  # (B, n, d_emb)
         X_new = X_bar + update_x
         if self.ffn:
             block_x = self._block(X_new)
@@ -385,8 +401,8 @@ class ClusterTransformer(nn.Module):
             origin = C.mean(dim=-2, keepdim=True)  # (..., 1, d), per task
             X, C = X - origin, C - origin
         X_bar, C_bar = embed_unchecked(X, C, self.codes.to(X.dtype))
-        for _ in range(steps):
-            X_bar, C_bar = self.layer(X_bar, C_bar, chunk=chunk)
+        for step in range(steps):
+            X_bar, C_bar = self.layer(X_bar, C_bar, chunk=chunk, points=X if step == 0 else None)
         centers = C_bar[..., : self.d]  # (B, k, d)
         if origin is not None:
             centers = centers + origin

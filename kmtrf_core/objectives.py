@@ -25,6 +25,7 @@ import torch
 
 from .validation import check_choice, check_int, check_number, check_points_centers, check_tensor
 from .attention import squared_distances, task_sqdist
+from .softmax import softmax_last
 from .lloyd import kmeans_objective
 
 __all__ = [
@@ -178,7 +179,7 @@ def _regularized(r: torch.Tensor, omega: str, tau: float) -> torch.Tensor:
     # sends the others to -inf (weight 0) instead of every score to -inf (NaN)
     z = -(r - r.detach().amin(dim=-1, keepdim=True)) / tau
     if omega == "ne":
-        return torch.softmax(z, dim=-1)
+        return softmax_last(z)
     return _Sparsemax.apply(z)
 
 

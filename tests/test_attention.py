@@ -4,6 +4,8 @@ import pytest
 import torch
 
 from kmtrf_core import attention_weights, distance_attention, hardmax_weights, sqdist
+from kmtrf_core.attention import FUSED_MIN_QUERIES, attend
+from kmtrf_core.softmax import SHORT_ROW
 
 
 def test_sqdist_matches_direct_difference():
@@ -71,3 +73,52 @@ def test_attention_rejects_bad_input():
         distance_attention(Z, Z, I, I, I, 1.0, impl="flash")
     with pytest.raises(ValueError, match="non-finite"):
         distance_attention(torch.full((1, 3, 2), float("nan")), Z, I, I, I, 1.0)
+
+
+def _plain_tokens(lead, n, d, m, generator):
+    X = torch.rand(*lead, n, d, dtype=torch.float64, generator=generator)
+    return X, torch.cat([X, torch.zeros(*lead, n, m - d, dtype=torch.float64)], dim=-1)
+
+
+@pytest.mark.parametrize("impl", ["direct", "sdpa"])
+@pytest.mark.parametrize("n", [20, 150])  # below and above FUSED_MIN_QUERIES: fused and explicit on the CPU
+@pytest.mark.parametrize("lead, plead", [((3,), ()), ((2, 3), (2, 1)), ((3,), (2, 1))])
+def test_narrow_tokens_with_sliced_projections_equal_their_zero_padded_embedding(impl, n, lead, plead):
+    """Points ``X`` with the projections' first d columns give the attention of ``[X, 0]`` (the layer's shortcut)."""
+    g = torch.Generator().manual_seed(n)
+    d, m = 4, 10
+    X, X_bar = _plain_tokens(lead, n, d, m, g)
+    C_bar = torch.rand(*lead, 6, m, dtype=torch.float64, generator=g)
+    Q, K, V = (torch.rand(*plead, m, m, dtype=torch.float64, generator=g) - 0.5 for _ in range(3))
+    narrow = (Q[..., :d], K[..., :d], V[..., :d])
+    # self-attention of narrow tokens (the fused form works on d + 1 columns) and narrow queries on wide keys
+    torch.testing.assert_close(attend(X, X, *narrow, 1.3, impl), attend(X_bar, X_bar, Q, K, V, 1.3, "direct"),
+                               rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(attend(X, C_bar, Q[..., :d], K, V, 1.3, impl),
+                               attend(X_bar, C_bar, Q, K, V, 1.3, "direct"), rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(attend(X, X, *narrow, math.inf), attend(X_bar, X_bar, Q, K, V, math.inf), rtol=0, atol=0)
+
+
+def test_narrow_fused_self_attention_has_the_gradients_of_the_wide_one():
+    g = torch.Generator().manual_seed(3)
+    X, X_bar = _plain_tokens((2,), 30, 3, 8, g)
+    weights = [torch.rand(8, 8, dtype=torch.float64, generator=g).requires_grad_() for _ in range(3)]
+    target = torch.rand(2, 30, 8, dtype=torch.float64, generator=g)
+    narrow = torch.autograd.grad((attend(X, X, *(w[:, :3] for w in weights), 0.8, "sdpa") * target).sum(), weights)
+    wide = torch.autograd.grad((attend(X_bar, X_bar, *weights, 0.8, "direct") * target).sum(), weights)
+    for a, b in zip(narrow, wide):
+        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-13)
+
+
+def test_many_queries_on_few_keys_skip_the_fused_kernel_on_the_cpu_with_the_same_values():
+    Zq = torch.rand(2, FUSED_MIN_QUERIES, 7, dtype=torch.float64)
+    Zk = torch.rand(2, SHORT_ROW - 1, 7, dtype=torch.float64)
+    Q, K, V = (torch.rand(7, 7, dtype=torch.float64) for _ in range(3))
+    with torch.profiler.profile() as few:
+        explicit = attend(Zq, Zk, Q, K, V, 1.0, "sdpa")
+    with torch.profiler.profile() as many:
+        fused = attend(Zq, torch.cat([Zk, Zk], dim=-2), Q, K, V, 1.0, "sdpa")
+    assert not any("scaled_dot_product" in e.name for e in few.events())
+    assert any("scaled_dot_product" in e.name for e in many.events())
+    torch.testing.assert_close(explicit, attend(Zq, Zk, Q, K, V, 1.0, "direct"), rtol=0, atol=0)
+    torch.testing.assert_close(fused, attend(Zq, torch.cat([Zk, Zk], dim=-2), Q, K, V, 1.0, "direct"), rtol=1e-12, atol=1e-13)

@@ -131,3 +131,25 @@ def test_an_overflowing_layer_is_named_and_apply_layers_shows_it():
     with pytest.raises(ValueError, match="overflow"):
         model(X, C)
     assert not torch.isfinite(model.apply_layers(X, C)).all()
+
+
+@pytest.mark.parametrize("scheme, impl, n", [("oh", "sdpa", 40), ("oh", "sdpa", 130), ("bn", "direct", 40),
+                                             ("na", "sdpa", 40)])
+@pytest.mark.parametrize("extra", [{}, {"ensemble": 2}, {"ffn": 5}, {"center": True}])
+def test_the_plain_points_shortcut_gives_the_layer_on_the_full_embedding(scheme, impl, n, extra):
+    """run_unchecked hands the first layer the points themselves; the layer on [X, 0] gives the same centers."""
+    g = torch.Generator().manual_seed(n)
+    model = ClusterTransformer(3, 5, scheme, impl=impl, dtype=torch.float64, generator=g, **extra)
+    X = torch.rand(4, n, 3, generator=g, dtype=torch.float64)
+    C = X[:, :5].clone()
+    if "ensemble" in extra:
+        X, C = X.expand(2, *X.shape), C.expand(2, *C.shape)
+    full = model.layer(*model.embed(X - C.mean(-2, keepdim=True), C - C.mean(-2, keepdim=True)) if extra.get("center")
+                       else model.embed(X, C))
+    shortcut = model.run_unchecked(X, C, return_embeddings=True)
+    origin = C.mean(-2, keepdim=True) if extra.get("center") else 0.0
+    torch.testing.assert_close(shortcut[0], full[1][..., :3] + origin, rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(shortcut[1], full[0], rtol=1e-12, atol=1e-13)
+    two = model.run_unchecked(X, C, steps=2)  # only the first application sees plain points
+    expected = model.layer(*full)[1][..., :3] + origin
+    torch.testing.assert_close(two, expected, rtol=1e-11, atol=1e-12)
