@@ -3,7 +3,8 @@
 Groups the ``book`` profile's catalog by step cost (``catalog_gpu.shape_of``: n, d, k, codes, loss, unroll,
 seeds, batch, kernel, family, annealing), takes the shapes that hold the most steps to their caps, and times
 ``training_step`` (sampling, layer, loss, backward, Adam: what ``train`` repeats) of one config of each shape
-in a child process with one torch thread, as a worker of ``make models`` runs it. With ``--compare PATH`` (a
+in a child process with one torch thread, as a worker of ``make models`` runs it (with the allocator
+settings ``train`` makes, :mod:`kmtrf_core.training.heap`, where the checkout has them). With ``--compare PATH`` (a
 checkout of an earlier commit, for example ``git worktree add /tmp/before HEAD~1``) the two checkouts
 alternate round by round, so a slow spell of the machine hits both, and the script prints the ratio per
 shape and the steps of those shapes priced at each checkout's times.
@@ -31,6 +32,11 @@ torch.set_num_threads(1)
 from kmtrf_core.training import TrainConfig
 from kmtrf_core.training.config import initial_layer
 from kmtrf_core.training.loop import task_generators, training_step
+try:  # what train() does first on the CPU, where the checkout has it
+    from kmtrf_core.training.heap import hold_freed_memory
+    hold_freed_memory()
+except ImportError:
+    pass
 fields, warm, steps = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 fields["seeds"] = tuple(fields["seeds"])
 if isinstance(fields["family"], list):

@@ -14,7 +14,17 @@ keys ignores the per-query term ``|Q z_i|^2``, so the logits are
 ``gamma / sqrt(m) * (2 q.k - |k|^2)``, one batched GEMM. ``impl="sdpa"`` feeds
 the same logits to :func:`torch.nn.functional.scaled_dot_product_attention`
 through the augmented vectors ``[q, 1]`` and ``[2k, -|k|^2]``, so the
-``q x r`` weight matrix need not be stored.
+``q x r`` weight matrix need not be stored. ``impl="direct"`` stores it, as
+Eq. 3 writes it; on the CPU, from :data:`EXPLICIT_MIN_WEIGHTS` weights per
+task, as one autograd node whose backward is laid out for the CPU's BLAS
+(:mod:`kmtrf_core.explicit_attention`). ``impl="auto"`` picks the fastest of
+the three by the size of the weights: on the CPU the node up to
+:data:`EXPLICIT_MAX_WEIGHTS` weights (about twice as fast as the fused kernel
+for the points' self-attention at the book's sizes), the fused kernel beyond
+and on a GPU. Under every ``impl``, attentions with few weights per task or
+fewer than 16 keys form their weights through autograd on the CPU, where
+that is the fastest (their memory is still linear in the queries). The
+values agree to rounding whichever kernel runs.
 
 ``gamma = math.inf`` is the exact limit, computed separately: every query
 puts weight ``1/|S_i|`` on the set ``S_i`` of keys at the exact minimum
@@ -31,17 +41,28 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .explicit_attention import explicit_attention
 from .softmax import SHORT_ROW, softmax_last
 from .validation import check_finite_result, check_int, check_number, check_same_dtype, check_tensor
 
 __all__ = ["sqdist", "squared_distances", "task_sqdist", "attention_weights", "hardmax_weights", "distance_attention", "attend"]
 
-IMPLS = ("direct", "sdpa")
+IMPLS = ("direct", "sdpa", "auto")
 
-# on the CPU, PyTorch's fused kernel costs more than the explicit weights when many queries attend to few
-# keys (the points on the k centers: 1.4 ms against 0.6 ms forward and backward at 32 tasks of 128 points
-# and 6 centers, one thread); those weights are q x r with r < SHORT_ROW, linear in q, so memory stays linear
-FUSED_MIN_QUERIES = 128
+EXPLICIT_MIN_WEIGHTS = 2048
+"""On the CPU, attentions with fewer weights than this per task (the centers on the points, the centers on
+each other) form their explicit weights through autograd under every ``impl``: there the fixed costs of
+the fused kernel and of :func:`~kmtrf_core.explicit_attention.explicit_attention` exceed their savings
+(for example 0.36 ms through autograd, 0.50 fused, 0.51 as one node: 10 centers on 64 points, 32 tasks,
+forward and backward, one thread). So do attentions on fewer than 16 keys (the points on the centers),
+where PyTorch's fused kernel pays per short row (:mod:`kmtrf_core.softmax`)."""
+
+EXPLICIT_MAX_WEIGHTS = 1 << 22
+"""On the CPU, ``impl="auto"`` runs attentions of up to this many weights over all tasks and ensemble
+members as one autograd node (:func:`~kmtrf_core.explicit_attention.explicit_attention`) and larger ones
+with the fused kernel, whose memory is linear in the keys. 2**22 weights are 16 MB in float32: 32 tasks of
+256 x 256, where the node is twice as fast as the fused kernel, and not 32 tasks of 512 x 512, where the
+fused kernel is faster (``bench/README.md``, "The CPU step")."""
 
 
 def sqdist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
@@ -236,10 +257,11 @@ def distance_attention(
         Projections ``(m, m)``, applied as ``Z @ Q.T`` (the paper's ``Q Z``).
     gamma : float
         Inverse temperature, ``> 0``; ``math.inf`` for the exact limit.
-    impl : {"direct", "sdpa"}
+    impl : {"direct", "sdpa", "auto"}
         Finite-gamma kernel: explicit weights, or
         :func:`~torch.nn.functional.scaled_dot_product_attention` on augmented
-        vectors. Ignored at ``gamma = inf``.
+        vectors, or the faster of the two forms for this size and device (see
+        the module's introduction). Ignored at ``gamma = inf``.
 
     Returns
     -------
@@ -286,7 +308,7 @@ def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | No
         Projections ``(..., m, m)``, broadcastable against the tokens.
     gamma : float
         Inverse temperature, ``> 0``; ``math.inf`` for the exact limit.
-    impl : {"direct", "sdpa"}
+    impl : {"direct", "sdpa", "auto"}
         Finite-gamma kernel (see :func:`distance_attention`).
     trace : dict, optional
         If given, the explicit weights ``(..., q, r)`` are computed (even
@@ -311,7 +333,10 @@ def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | No
     >>> torch.allclose(attend(Z, Z, Q, K, V, 1.0, "sdpa"), out)
     True
     """
-    fused = trace is None and impl == "sdpa" and not math.isinf(gamma) and _fused_pays(Zq, Zk)
+    kernel = "weights" if trace is not None or math.isinf(gamma) else _kernel(Zq, Zk, Q, impl)
+    if kernel == "node":
+        return _explicit(Zq, Zk, Q, K, V, gamma)
+    fused = kernel == "fused"
     if fused and Zq is Zk and Zq.shape[-1] < Q.shape[-2]:
         return _fused_narrow(Zk, Q, K, V, gamma)
     q = Zq @ Q.transpose(-1, -2)  # (..., q, m)
@@ -338,9 +363,35 @@ def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | No
     return W @ v
 
 
-def _fused_pays(Zq: torch.Tensor, Zk: torch.Tensor) -> bool:
-    """Whether ``impl="sdpa"`` hands this attention to the fused kernel (else: explicit weights, the same values)."""
-    return not (Zq.device.type == "cpu" and Zk.shape[-2] < SHORT_ROW and Zq.shape[-2] >= FUSED_MIN_QUERIES)
+def _kernel(Zq: torch.Tensor, Zk: torch.Tensor, Q: torch.Tensor, impl: str) -> str:
+    """Which kernel computes a finite-gamma attention: ``"fused"``, ``"node"`` (:func:`_explicit`) or ``"weights"``."""
+    if Zq.device.type != "cpu":
+        return "weights" if impl == "direct" else "fused"
+    per_task = Zq.shape[-2] * Zk.shape[-2]
+    if per_task < EXPLICIT_MIN_WEIGHTS or (impl != "direct" and Zk.shape[-2] < SHORT_ROW):
+        return "weights"
+    if impl == "direct":
+        return "node"
+    if impl == "sdpa":
+        return "fused"
+    tasks = math.prod(torch.broadcast_shapes(Zq.shape[:-2], Zk.shape[:-2], Q.shape[:-2]))
+    return "node" if tasks * per_task <= EXPLICIT_MAX_WEIGHTS else "fused"
+
+
+def _explicit(Zq: torch.Tensor, Zk: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, gamma: float):
+    """The attention by :func:`~kmtrf_core.explicit_attention.explicit_attention`: explicit weights, one autograd node.
+
+    Self-attention of tokens narrower than the projections (the plain points
+    ``[x, 0]``, see :func:`_fused_narrow`) works on their ``t`` columns:
+    queries ``Z Q^T K``, keys ``Z``, values ``Z``, and ``V`` applied after.
+    """
+    scale = gamma / math.sqrt(Q.shape[-2])
+    if Zq is Zk and Zq.shape[-1] < Q.shape[-2]:
+        k = Zk @ K.transpose(-1, -2)  # (..., n, m): only for the key norms
+        out = explicit_attention(Zk @ (Q.transpose(-1, -2) @ K), Zk, (k * k).sum(-1), Zk, scale)  # (..., n, t)
+        return out @ V.transpose(-1, -2)
+    k = Zk @ K.transpose(-1, -2)
+    return explicit_attention(Zq @ Q.transpose(-1, -2), k, (k * k).sum(-1), Zk @ V.transpose(-1, -2), scale)
 
 
 def _fused_narrow(Z: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, gamma: float) -> torch.Tensor:

@@ -107,7 +107,7 @@ class ClusterTransformer(nn.Module):
         For the initial weights, drawn uniformly in ``[-1/sqrt(d_emb), 1/sqrt(d_emb)]``.
     dtype, device
         Of the parameters.
-    impl : {"direct", "sdpa"}
+    impl : {"direct", "sdpa", "auto"}
         Finite-gamma attention kernel (see :func:`~kmtrf_core.attention.distance_attention`).
     ensemble : int, optional
         Stack ``S`` independent layers (e.g. one per training seed) that run

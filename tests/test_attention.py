@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from kmtrf_core import attention_weights, distance_attention, hardmax_weights, sqdist
-from kmtrf_core.attention import FUSED_MIN_QUERIES, attend
-from kmtrf_core.softmax import SHORT_ROW
+from kmtrf_core import attention
+from kmtrf_core.attention import attend
 
 
 def test_sqdist_matches_direct_difference():
@@ -80,10 +80,32 @@ def _plain_tokens(lead, n, d, m, generator):
     return X, torch.cat([X, torch.zeros(*lead, n, m - d, dtype=torch.float64)], dim=-1)
 
 
-@pytest.mark.parametrize("impl", ["direct", "sdpa"])
-@pytest.mark.parametrize("n", [20, 150])  # below and above FUSED_MIN_QUERIES: fused and explicit on the CPU
+def _reference(Zq, Zk, Q, K, V, gamma):
+    """Eq. 3 from the full squared distances, through autograd (no shortcut of the library)."""
+    q, k, v = Zq @ Q.transpose(-1, -2), Zk @ K.transpose(-1, -2), Zk @ V.transpose(-1, -2)
+    D = ((q.unsqueeze(-2) - k.unsqueeze(-3)) ** 2).sum(-1)
+    return torch.softmax(-gamma / math.sqrt(Q.shape[-2]) * D, dim=-1) @ v
+
+
+ROUTES = ["explicit", "fused", "autograd"]
+
+
+def _route(monkeypatch, route):
+    """Send the CPU's finite-gamma attentions to one kernel: the explicit node, the fused kernel, or autograd."""
+    def kernel(Zq, Zk, Q, impl):
+        if route == "fused" and impl == "direct":
+            return "weights"  # impl="direct" never takes the fused kernel
+        return {"explicit": "node", "fused": "fused", "autograd": "weights"}[route]
+
+    monkeypatch.setattr(attention, "_kernel", kernel)
+
+
+@pytest.mark.parametrize("impl", ["direct", "sdpa", "auto"])
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("n", [20, 150])
 @pytest.mark.parametrize("lead, plead", [((3,), ()), ((2, 3), (2, 1)), ((3,), (2, 1))])
-def test_narrow_tokens_with_sliced_projections_equal_their_zero_padded_embedding(impl, n, lead, plead):
+def test_narrow_tokens_with_sliced_projections_equal_their_zero_padded_embedding(monkeypatch, impl, route, n,
+                                                                                   lead, plead):
     """Points ``X`` with the projections' first d columns give the attention of ``[X, 0]`` (the layer's shortcut)."""
     g = torch.Generator().manual_seed(n)
     d, m = 4, 10
@@ -91,34 +113,59 @@ def test_narrow_tokens_with_sliced_projections_equal_their_zero_padded_embedding
     C_bar = torch.rand(*lead, 6, m, dtype=torch.float64, generator=g)
     Q, K, V = (torch.rand(*plead, m, m, dtype=torch.float64, generator=g) - 0.5 for _ in range(3))
     narrow = (Q[..., :d], K[..., :d], V[..., :d])
+    wide_self, wide_cross = _reference(X_bar, X_bar, Q, K, V, 1.3), _reference(X_bar, C_bar, Q, K, V, 1.3)
+    exact = attend(X_bar, X_bar, Q, K, V, math.inf)
+    _route(monkeypatch, route)
     # self-attention of narrow tokens (the fused form works on d + 1 columns) and narrow queries on wide keys
-    torch.testing.assert_close(attend(X, X, *narrow, 1.3, impl), attend(X_bar, X_bar, Q, K, V, 1.3, "direct"),
-                               rtol=1e-12, atol=1e-13)
-    torch.testing.assert_close(attend(X, C_bar, Q[..., :d], K, V, 1.3, impl),
-                               attend(X_bar, C_bar, Q, K, V, 1.3, "direct"), rtol=1e-12, atol=1e-13)
-    torch.testing.assert_close(attend(X, X, *narrow, math.inf), attend(X_bar, X_bar, Q, K, V, math.inf), rtol=0, atol=0)
+    torch.testing.assert_close(attend(X, X, *narrow, 1.3, impl), wide_self, rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(attend(X, C_bar, Q[..., :d], K, V, 1.3, impl), wide_cross, rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(attend(X_bar, X_bar, Q, K, V, 1.3, impl), wide_self, rtol=1e-12, atol=1e-13)
+    # the same hard weights; the values differ by the order of MKL's sums at widths d and m (1 ulp on some CPUs)
+    torch.testing.assert_close(attend(X, X, *narrow, math.inf), exact, rtol=0, atol=4e-16)
 
 
-def test_narrow_fused_self_attention_has_the_gradients_of_the_wide_one():
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("impl", ["direct", "sdpa"])
+def test_narrow_self_attention_has_the_gradients_of_the_wide_one(monkeypatch, route, impl):
     g = torch.Generator().manual_seed(3)
     X, X_bar = _plain_tokens((2,), 30, 3, 8, g)
     weights = [torch.rand(8, 8, dtype=torch.float64, generator=g).requires_grad_() for _ in range(3)]
     target = torch.rand(2, 30, 8, dtype=torch.float64, generator=g)
-    narrow = torch.autograd.grad((attend(X, X, *(w[:, :3] for w in weights), 0.8, "sdpa") * target).sum(), weights)
-    wide = torch.autograd.grad((attend(X_bar, X_bar, *weights, 0.8, "direct") * target).sum(), weights)
-    for a, b in zip(narrow, wide):
-        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-13)
+    wide = torch.autograd.grad((_reference(X_bar, X_bar, *weights, 0.8) * target).sum(), weights)
+    _route(monkeypatch, route)
+    for Z, W in ((X, [w[:, :3] for w in weights]), (X_bar, weights)):
+        grads = torch.autograd.grad((attend(Z, Z, *W, 0.8, impl) * target).sum(), weights)
+        for a, b in zip(grads, wide):
+            torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-13)
 
 
-def test_many_queries_on_few_keys_skip_the_fused_kernel_on_the_cpu_with_the_same_values():
-    Zq = torch.rand(2, FUSED_MIN_QUERIES, 7, dtype=torch.float64)
-    Zk = torch.rand(2, SHORT_ROW - 1, 7, dtype=torch.float64)
+def _kernels(fn):
+    with torch.profiler.profile() as prof:
+        fn()
+    names = {e.name for e in prof.events()}
+    return {"explicit": "_ExplicitAttention" in names, "fused": any("scaled_dot_product" in n for n in names)}
+
+
+NODE, FUSED, WEIGHTS = ({"explicit": e, "fused": f} for e, f in ((True, False), (False, True), (False, False)))
+
+
+@pytest.mark.parametrize("impl, mid, large", [("direct", NODE, NODE), ("sdpa", FUSED, FUSED), ("auto", NODE, FUSED)])
+def test_the_cpu_picks_the_kernel_by_the_size_of_the_weights(monkeypatch, impl, mid, large):
+    Zq = torch.rand(2, 40, 7, dtype=torch.float64)
+    Zk = torch.rand(2, 60, 7, dtype=torch.float64)  # 2400 weights per task, 4800 in all
     Q, K, V = (torch.rand(7, 7, dtype=torch.float64) for _ in range(3))
-    with torch.profiler.profile() as few:
-        explicit = attend(Zq, Zk, Q, K, V, 1.0, "sdpa")
-    with torch.profiler.profile() as many:
-        fused = attend(Zq, torch.cat([Zk, Zk], dim=-2), Q, K, V, 1.0, "sdpa")
-    assert not any("scaled_dot_product" in e.name for e in few.events())
-    assert any("scaled_dot_product" in e.name for e in many.events())
-    torch.testing.assert_close(explicit, attend(Zq, Zk, Q, K, V, 1.0, "direct"), rtol=0, atol=0)
-    torch.testing.assert_close(fused, attend(Zq, torch.cat([Zk, Zk], dim=-2), Q, K, V, 1.0, "direct"), rtol=1e-12, atol=1e-13)
+    expected = _reference(Zq, Zk, Q, K, V, 1.0)
+    assert _kernels(lambda: attend(Zq, Zk, Q, K, V, 1.0, impl)) == mid
+    assert _kernels(lambda: attend(Zq, Zk[:, :51], Q, K, V, 1.0, impl)) == WEIGHTS  # 2040 per task: small
+    few_keys = torch.rand(2, 300, 7, dtype=torch.float64)  # 300 queries on 15 keys: 4500 per task
+    assert _kernels(lambda: attend(few_keys, Zk[:, :15], Q, K, V, 1.0, impl)) == (NODE if impl == "direct" else WEIGHTS)
+    assert _kernels(lambda: attend(Zq, Zk, Q, K, V, 1.0, impl, trace={})) == WEIGHTS
+    assert _kernels(lambda: attend(Zq, Zk, Q, K, V, math.inf, impl)) == WEIGHTS
+    monkeypatch.setattr(attention, "EXPLICIT_MAX_WEIGHTS", 4800)  # the bound is inclusive
+    assert _kernels(lambda: attend(Zq, Zk, Q, K, V, 1.0, impl)) == mid
+    monkeypatch.setattr(attention, "EXPLICIT_MAX_WEIGHTS", 4799)
+    assert _kernels(lambda: attend(Zq, Zk, Q, K, V, 1.0, impl)) == large
+    # ensemble projections count into the weights: 3 members over 1 task
+    Qe = Q.expand(3, 1, 7, 7)
+    assert _kernels(lambda: attend(Zq[:1], Zk[:1], Qe, Qe, Qe, 1.0, impl)) == large
+    torch.testing.assert_close(attend(Zq, Zk, Q, K, V, 1.0, impl), expected, rtol=1e-12, atol=1e-13)

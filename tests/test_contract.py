@@ -650,7 +650,7 @@ CONFIG_FIELDS = {
     "scale": ANY, "anisotropic": ANY, "unequal_weights": ANY, "clip": ANY,
     "seeds": st.sampled_from([(0,), (0, 1), (), (0, 0), (-1,), (2.5,), 3, None, ("a",)]),
     "device": st.sampled_from([None, "cpu", "xx", 3, "cuda:99"]), "val_tasks": ANY, "val_every": ANY,
-    "val_seed": ANY, "impl": st.sampled_from(["sdpa", "direct", "xx", None]), "until_flat": ANY, "min_steps": ANY,
+    "val_seed": ANY, "impl": st.sampled_from(["sdpa", "direct", "auto", "xx", None]), "until_flat": ANY, "min_steps": ANY,
     "snapshots": ANY,
 }
 

@@ -110,8 +110,10 @@ class TrainConfig:
         Validation interval in steps (also at step 0 and the last step).
     val_seed : int
         Seed of the validation tasks.
-    impl : {"sdpa", "direct"}
-        Attention kernel (``"sdpa"``: fused, no ``n x n`` matrix kept).
+    impl : {"auto", "sdpa", "direct"}
+        Attention kernel (``"sdpa"``: fused, no ``n x n`` matrix kept;
+        ``"direct"``: explicit weights; ``"auto"``: the faster of the two
+        for the size and device, :mod:`kmtrf_core.attention`).
     until_flat : float or None
         Train under the stop rule of :mod:`kmtrf_core.training.convergence`
         with this relative tolerance: stop once the layer beats Lloyd on its
@@ -185,7 +187,7 @@ class TrainConfig:
     val_tasks: int = _option(256, "held-out validation tasks")
     val_every: int = _option(100, "validation interval in steps")
     val_seed: int = _option(2_147_483_647, "seed of the validation tasks")
-    impl: str = _option("sdpa", "attention kernel", choices=IMPLS)
+    impl: str = _option("auto", "attention kernel", choices=IMPLS)
     until_flat: float | None = _option(
         None, "stop once the validation curve is flat to this relative tolerance (steps: the maximum)", kind=float)
     min_steps: int = _option(0, "no stop by the rule before this step")

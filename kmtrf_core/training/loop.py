@@ -49,6 +49,7 @@ from .checkpoints import atomic_save, load_checkpoint, load_weights, remove_stal
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, initial_layer
 from .convergence import should_stop
 from .graphs import Stepper, graph_obstacle, set_capturable
+from .heap import hold_freed_memory
 
 __all__ = ["task_generators", "train", "training_step", "validation_tasks"]
 
@@ -165,6 +166,8 @@ def train(
     device = resolve_device(config.device)
     if graph and (reason := graph_obstacle(config, device)) is not None:
         raise ValueError(f"graph=True: {reason}")
+    if device.type == "cpu":
+        hold_freed_memory()  # the steps' arrays stay with the process: no page faults per step (training.heap)
     seeds = config.seeds
     S = len(seeds)
 
