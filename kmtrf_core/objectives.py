@@ -26,7 +26,6 @@ import torch
 from .validation import check_choice, check_int, check_number, check_points_centers, check_tensor
 from .attention import squared_distances, task_sqdist
 from .softmax import softmax_last
-from .lloyd import kmeans_objective
 
 __all__ = [
     "OMEGAS",
@@ -242,6 +241,7 @@ def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", ta
     >>> X = torch.tensor([[[0.], [1.], [4.]]]); C = torch.tensor([[[0.], [4.]]])
     >>> smoothed_kmeans_loss(X, C, "l2", 0.1)
     tensor([1.])
+    >>> from kmtrf_core.lloyd import kmeans_objective
     >>> bool(smoothed_kmeans_loss(X, C, "ne", 10.0) > kmeans_objective(X, C))
     True
     >>> smoothed_kmeans_loss(X, C, "l2", 0.1, trim=0.34)  # the point at 1 is left out

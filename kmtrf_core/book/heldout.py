@@ -18,7 +18,7 @@ import torch
 
 from ..evaluate import center_trajectory, lloyd_loss_trajectory, padded_trajectory
 from ..model import check_model
-from ..objectives import kmeans_objective
+from ..lloyd import kmeans_objective
 from ..tasks import sample_tasks
 from ..training import TrainConfig
 from ..validation import check_int, check_table
