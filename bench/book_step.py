@@ -39,6 +39,9 @@ except ImportError:
     pass
 fields, warm, steps = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 fields["seeds"] = tuple(fields["seeds"])
+from kmtrf_core.attention import IMPLS
+if fields["impl"] not in IMPLS:  # "auto" on a checkout before it: that checkout's default kernel
+    fields["impl"] = "sdpa"
 if isinstance(fields["family"], list):
     fields["family"] = tuple(fields["family"])
 config = TrainConfig(**fields)
