@@ -152,3 +152,45 @@ def test_evaluate_with_samples_is_evaluate_models_plus_the_per_task_ratios_behin
         evaluate_with_samples(models, tests, steps=1, sampled=("gc",))
     with pytest.raises(ValueError, match="must be a pair"):
         evaluate_with_samples(models, {"a": tests["a"][0]}, steps=1)
+
+
+class _FamilyGroup:
+    """Stands in for the catalog's ``section4_families`` group: fixed layers, no training."""
+
+    def __init__(self, models, base):
+        self.models, self.base = models, base
+
+    def run(self, family, scheme, omega):
+        assert omega == "l2"
+        return type("Run", (), {"model": self.models[(family, scheme)]})()
+
+
+def test_family_generalization_returns_the_per_task_ratios_of_its_own_trajectories():
+    from types import SimpleNamespace
+
+    import torch
+
+    from kmtrf_core import ClusterTransformer
+    from kmtrf_core.book.ch11_generalization import family_generalization
+    from kmtrf_core.book.heldout import task_ratios
+    from kmtrf_core.evaluate import center_trajectory
+    from kmtrf_core.tasks import family_tasks
+
+    families, schemes = ("normal", "cauchy"), ("oh", "bn")
+    models = {(f, s): ClusterTransformer(2, 3, s, generator=torch.Generator().manual_seed(i), ensemble=2)
+              for i, (f, s) in enumerate((f, s) for f in families for s in schemes)}
+    catalog = {"section4_families": _FamilyGroup(models, SimpleNamespace(n=24, d=2, k=3, scale=1.0))}
+    table = family_generalization(catalog, schemes=schemes, families=families, tasks=4, steps=2)
+    with_samples, samples = family_generalization(catalog, schemes=schemes, families=families, tasks=4, steps=2,
+                                                  sampled=("bn",))
+    assert with_samples.equals(table)
+    assert sorted(samples) == sorted((train, test, "bn") for train in families for test in families)
+    X, C = family_tasks(4, 24, 2, 3, families=families, generator=30_000, scale=1.0)["cauchy"]
+    expected = task_ratios({"m": center_trajectory(models[("normal", "bn")], X, C, 2, chunk=64)}, X, C)["m"][2]
+    np.testing.assert_array_equal(samples[("normal", "cauchy", "bn")], expected)
+    assert samples[("normal", "cauchy", "bn")].shape == (2, 4)
+    with pytest.raises(ValueError, match="sampled"):
+        family_generalization(catalog, schemes=schemes, families=families, tasks=4, steps=2, sampled=("na",))
+    with pytest.raises(ValueError, match="modes"):
+        family_generalization(catalog, schemes=schemes, families=families, tasks=4, steps=2, sampled=("bn",),
+                              modes=("reembed", "naive"))

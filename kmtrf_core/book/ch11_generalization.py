@@ -6,8 +6,8 @@ the evaluation are the paper room's (:mod:`kmtrf_core.tasks`,
 :func:`~kmtrf_core.evaluate.evaluate_models`). This module holds:
 
 * :func:`scheme_layers`, :func:`family_generalization`: the layers, and the
-  train-family x test-family evaluation behind Figures 8 and 18 (chapter 14 reads it too);
-* :func:`family_samples`: the same evaluation per task, for the intervals of the verdicts;
+  train-family x test-family evaluation behind Figures 8 and 18 (chapter 14 reads it too), with the
+  per-task ratios of the same trajectories for the intervals of the verdicts;
 * :func:`evaluate_with_samples`: :func:`~kmtrf_core.evaluate.evaluate_models`' table for Figures 7
   and 12, with the per-task ratios of the same trajectories (the intervals of their verdicts);
 * :func:`ratio_table`: the median ratio to Lloyd after the first and the last step;
@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..evaluate import center_trajectory, evaluate_models, final_ratios
+from ..evaluate import evaluate_models, final_ratios
 from ..tasks import FAMILIES, SHIFTS, family_tasks
+from ..validation import check_choice
 from .claims import Finding
 from .groups import PAPER_SCHEMES
 from .heldout import task_ratios
 from .plotting import l2_label
 from .uncertainty import combine, compare
 
-__all__ = ["cell_verdicts", "evaluate_with_samples", "family_finding", "family_generalization", "family_samples", "family_summary",
+__all__ = ["cell_verdicts", "evaluate_with_samples", "family_finding", "family_generalization", "family_summary",
            "length_finding", "point_counts", "ratio_table", "scheme_layers", "shift_finding"]
 
 _OH_BN = ["oh", "bn"]
@@ -59,7 +60,7 @@ def scheme_layers(models: dict, schemes=PAPER_SCHEMES, omega: str = "l2") -> dic
 
 
 def family_generalization(catalog, schemes=PAPER_SCHEMES, families=FAMILIES, tasks: int = 64, steps: int = 20,
-                          seed: int = 30_000, modes=("reembed",)) -> pd.DataFrame:
+                          seed: int = 30_000, modes=("reembed",), sampled=None):
     """The L2 layer of every (training family, scheme) on fresh tasks of every family (Figures 8 and 18).
 
     The layers are the catalog's group ``section4_families`` (trained once,
@@ -82,13 +83,21 @@ def family_generalization(catalog, schemes=PAPER_SCHEMES, families=FAMILIES, tas
         Seed of the test tasks.
     modes : sequence of {"reembed", "naive"}
         Evaluation modes.
+    sampled : sequence of str, optional
+        Schemes whose per-task ratios to Lloyd after ``steps`` re-embedded
+        steps are returned too, from the same trajectories as the table
+        (:func:`evaluate_with_samples`): the samples behind the intervals of
+        the chapter's verdicts.
 
     Returns
     -------
-    pandas.DataFrame
+    table : pandas.DataFrame
         :func:`~kmtrf_core.evaluate.evaluate_models` with model labels
         ``(train_family, scheme)`` and tests named by family (see
         :func:`~kmtrf_core.evaluate.family_matrix`).
+    samples : dict
+        With ``sampled`` only: ``(train_family, test_family, scheme)`` ->
+        float64 array ``(S, B)`` (seeds x tasks).
 
     Examples
     --------
@@ -103,50 +112,27 @@ def family_generalization(catalog, schemes=PAPER_SCHEMES, families=FAMILIES, tas
     ...                                   tasks=2, steps=1)
     >>> sorted(table.model.unique()), family_matrix(table, "bn").shape
     ([('cauchy', 'bn'), ('normal', 'bn')], (2, 2))
-    """
-    group = catalog["section4_families"]
-    base = group.base
-    families, schemes = tuple(families), tuple(schemes)
-    models = {(family, scheme): group.run(family=family, scheme=scheme, omega="l2").model
-              for family in families for scheme in schemes}
-    tests = family_tasks(tasks, base.n, base.d, base.k, families=families, generator=seed, scale=base.scale)
-    return evaluate_models(models, tests, steps, modes=modes)
-
-
-def family_samples(catalog, schemes=("oh", "bn"), families=FAMILIES, tasks: int = 64, steps: int = 20,
-                   seed: int = 30_000) -> dict:
-    """Per task, the ratio to Lloyd after ``steps`` re-embedded steps of every (training family, scheme) layer
-    on every test family: the samples behind the intervals of ``family_generalization`` (chapter 11).
-
-    The layers and the test tasks are those of :func:`family_generalization` (same ``seed``).
-
-    Returns
-    -------
-    dict
-        ``(train_family, test_family, scheme)`` -> float64 array ``(S, B)`` (seeds x tasks).
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from unittest import mock
-    >>> from kmtrf_core.book.catalog import book_catalog
     >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
-    ...     samples = family_samples(book_catalog("quick"), schemes=("bn",), families=("normal", "cauchy"),
-    ...                              tasks=3, steps=1)
+    ...     table, samples = family_generalization(book_catalog("quick"), schemes=("bn",),
+    ...                                            families=("normal", "cauchy"), tasks=3, steps=1, sampled=("bn",))
     >>> sorted(samples)[0], samples[("normal", "cauchy", "bn")].shape
     (('cauchy', 'cauchy', 'bn'), (2, 3))
     """
     group = catalog["section4_families"]
     base = group.base
     families, schemes = tuple(families), tuple(schemes)
+    if sampled is not None:
+        sampled = tuple(check_choice(scheme, "sampled", schemes) for scheme in sampled)
+        if tuple(modes) != ("reembed",):
+            raise ValueError(f"sampled needs modes=('reembed',) (its ratios are the re-embedded ones), got {modes!r}")
+    models = {(family, scheme): group.run(family=family, scheme=scheme, omega="l2").model
+              for family in families for scheme in schemes}
     tests = family_tasks(tasks, base.n, base.d, base.k, families=families, generator=seed, scale=base.scale)
-    out = {}
-    for (train, scheme) in [(family, scheme) for family in families for scheme in schemes]:
-        model = group.run(family=train, scheme=scheme, omega="l2").model
-        for test, (X, C) in tests.items():
-            ratios = task_ratios({"layer": center_trajectory(model, X, C, steps)}, X, C)["layer"]
-            out[(train, test, scheme)] = ratios[steps]
-    return out
+    if sampled is None:
+        return evaluate_models(models, tests, steps, modes=modes)
+    table, per_task = evaluate_with_samples(models, tests, steps,
+                                            sampled=[(family, scheme) for family in families for scheme in sampled])
+    return table, {(train, test, scheme): values for (test, (train, scheme)), values in per_task.items()}
 
 
 def evaluate_with_samples(models: dict, tests: dict, steps: int, sampled=("oh", "bn"), chunk: int = 64):
@@ -374,7 +360,7 @@ def family_finding(summary, steps: int, samples: dict, families=FAMILIES) -> Fin
     steps : int
         ``T``, for the text.
     samples : dict
-        From :func:`family_samples`: ``(train_family, test_family, scheme)`` -> ``(S, B)``.
+        From :func:`family_generalization` with ``sampled``: ``(train_family, test_family, scheme)`` -> ``(S, B)``.
     families : sequence of str
         The families of the matrices.
 
