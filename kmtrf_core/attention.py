@@ -387,11 +387,17 @@ def _explicit(Zq: torch.Tensor, Zk: torch.Tensor, Q: torch.Tensor, K: torch.Tens
     """
     scale = gamma / math.sqrt(Q.shape[-2])
     if Zq is Zk and Zq.shape[-1] < Q.shape[-2]:
-        k = Zk @ K.transpose(-1, -2)  # (..., n, m): only for the key norms
-        out = explicit_attention(Zk @ (Q.transpose(-1, -2) @ K), Zk, (k * k).sum(-1), Zk, scale)  # (..., n, t)
-        return out @ V.transpose(-1, -2)
+        queries, key_norms = _narrow_terms(Zk, Q, K)
+        return explicit_attention(queries, Zk, key_norms, Zk, scale) @ V.transpose(-1, -2)  # (..., n, m)
     k = Zk @ K.transpose(-1, -2)
     return explicit_attention(Zq @ Q.transpose(-1, -2), k, (k * k).sum(-1), Zk @ V.transpose(-1, -2), scale)
+
+
+def _narrow_terms(Z: torch.Tensor, Q: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For tokens ``Z (..., n, t)`` narrower than the projections: queries ``Z Q^T K`` (``t`` wide), whose
+    products with ``Z`` are the logits' ``q_i . k_j``, and the key norms ``|K z_j|^2`` ``(..., n)``."""
+    k = Z @ K.transpose(-1, -2)  # (..., n, m): only for the key norms
+    return Z @ (Q.transpose(-1, -2) @ K), (k * k).sum(-1)
 
 
 def _fused_narrow(Z: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -405,9 +411,9 @@ def _fused_narrow(Z: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, V: torch.Te
     t, m = Z.shape[-1], Q.shape[-2]
     lead = torch.broadcast_shapes(Z.shape[:-2], Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     Z = Z.expand(*lead, *Z.shape[-2:])  # a view; projections may broadcast over the tokens
-    k = Z @ K.transpose(-1, -2)  # (..., n, m): only for the key norms
-    q_aug = torch.cat([Z @ (Q.transpose(-1, -2) @ K), Z.new_ones(Z.shape[:-1] + (1,))], dim=-1)  # (..., n, t+1)
-    k_aug = torch.cat([2.0 * Z, -(k * k).sum(-1, keepdim=True)], dim=-1)  # (..., n, t+1)
+    queries, key_norms = _narrow_terms(Z, Q, K)
+    q_aug = torch.cat([queries, Z.new_ones(Z.shape[:-1] + (1,))], dim=-1)  # (..., n, t+1)
+    k_aug = torch.cat([2.0 * Z, -key_norms.unsqueeze(-1)], dim=-1)  # (..., n, t+1)
     v_pad = torch.cat([Z, Z.new_zeros(Z.shape[:-1] + (1,))], dim=-1)  # (..., n, t+1)
     q_aug, k_aug, v_pad = (x.reshape(-1, 1, *x.shape[-2:]) for x in (q_aug, k_aug, v_pad))
     out = F.scaled_dot_product_attention(q_aug, k_aug, v_pad, scale=gamma / math.sqrt(m))
