@@ -51,10 +51,10 @@ IMPLS = ("direct", "sdpa", "auto")
 
 EXPLICIT_MIN_WEIGHTS = 2048
 """On the CPU, attentions with fewer weights than this per task (the centers on the points, the centers on
-each other) form their explicit weights through autograd under every ``impl``: there the fixed costs of
-the fused kernel and of :func:`~kmtrf_core.explicit_attention.explicit_attention` exceed their savings
-(for example 0.36 ms through autograd, 0.50 fused, 0.51 as one node: 10 centers on 64 points, 32 tasks,
-forward and backward, one thread). So do attentions on fewer than 16 keys (the points on the centers),
+each other) form their explicit weights through autograd under every ``impl``: there neither the fused
+kernel nor :func:`~kmtrf_core.explicit_attention.explicit_attention` gains (10 centers on 64 points, 32
+tasks, forward and backward, one thread: 0.39 ms through autograd, 0.41 as one node, 0.37 fused in one run
+of ``bench/attention_kernels.py``, 0.36 / 0.51 / 0.50 with the projections in a scratch timing). So do attentions on fewer than 16 keys (the points on the centers),
 where PyTorch's fused kernel pays per short row (:mod:`kmtrf_core.softmax`)."""
 
 EXPLICIT_MAX_WEIGHTS = 1 << 22

@@ -19,9 +19,10 @@ hand-written backward in which every narrow product puts its narrow side first:
     da = 2s\\, dS\\, b, \\quad db = 2s\\, dS^T a, \\quad dc = -s\\, \\mathrm{colsum}(dS).
 
 Forward and backward of the points' self-attention (32 tasks of 128 points,
-``h = 4``) take 1.95 ms this way, against 3.7 ms for PyTorch's fused kernel on
-the augmented vectors and 3.9 ms for the same explicit weights through
-autograd (``bench/README.md``, "The CPU step"). The weights are stored, so
+``h = 4``) take 1.35 ms this way, against 3.26 ms for PyTorch's fused kernel
+on the augmented vectors and 3.50 ms for the same explicit weights through
+autograd (one run of ``bench/attention_kernels.py``; ``bench/README.md``,
+"The CPU step"). The weights are stored, so
 memory is ``q x r`` per task: :func:`~kmtrf_core.attention.attend` uses this
 form on the CPU up to :data:`~kmtrf_core.attention.EXPLICIT_MAX_WEIGHTS`
 weights and the fused kernel beyond.
