@@ -96,12 +96,44 @@ def test_the_fused_pass_equals_the_torch_pass(dtype):
     w = torch.from_numpy(np.random.default_rng(0).random(len(X)).astype(dtype))
     x2 = squared_norms(X, 100)
     labels, dist, (sums, weights) = lloyd_pass(X, x2, C, 100, w, means=True)
-    f_labels, f_dist, f_sums, f_weights = fused.fused_lloyd_pass(X.numpy(), x2.numpy(), C.numpy(), w.numpy(), 64)
-    np.testing.assert_array_equal(f_labels, labels.numpy())
+    out = fused.fused_lloyd_pass(X.numpy(), x2.numpy(), C.numpy(), w.numpy(), 64)
+    assert out.labels.dtype == np.int32 and out.changed == len(X)  # a new labels array: every point "moved"
+    np.testing.assert_array_equal(out.labels, labels.numpy())
     tolerance = 1e-12 if dtype == np.float64 else 1e-4
-    np.testing.assert_allclose(f_dist, dist.numpy(), rtol=tolerance, atol=tolerance)
-    np.testing.assert_allclose(f_sums, sums.numpy(), rtol=tolerance)
-    np.testing.assert_allclose(f_weights, weights.numpy(), rtol=tolerance)
+    assert out.inertia == pytest.approx(float((w.double() * dist.double()).sum()), rel=tolerance)
+    np.testing.assert_allclose(out.sums, sums.numpy(), rtol=tolerance)
+    np.testing.assert_allclose(out.weights, weights.numpy(), rtol=tolerance)
+    # unweighted, and in float64 whatever the dtype: the inertia is the plain sum of the distances
+    plain = fused.fused_lloyd_pass(X.numpy(), x2.numpy(), C.numpy(), chunk=64)
+    assert plain.inertia == pytest.approx(float(dist.double().sum()), rel=tolerance)
+    np.testing.assert_allclose(plain.weights, np.bincount(labels.numpy(), minlength=6))
+
+
+def test_the_fused_pass_updates_labels_in_place_and_counts_the_moves():
+    from kmtrf_core.estimator import fused
+
+    if not fused.AVAILABLE:
+        pytest.skip("numba is not installed")
+    X = _blobs(n=1000, seed=4)
+    x2 = (X * X).sum(1)
+    C = X[:5].copy()
+    first = fused.fused_lloyd_pass(X, x2, C, chunk=100)
+    labels = first.labels.copy()
+    again = fused.fused_lloyd_pass(X, x2, C, chunk=100, labels=labels)
+    assert again.labels is labels and again.changed == 0  # same centers: nothing moves
+    np.testing.assert_array_equal(labels, first.labels)
+    moved = fused.fused_lloyd_pass(X, x2, C[::-1].copy(), chunk=100, labels=labels)  # renumbered centers
+    assert moved.changed == int((labels != first.labels).sum()) > 0
+    np.testing.assert_array_equal(labels, 4 - first.labels)
+    # only assigning: the same labels and inertia, no sums
+    bare = fused.fused_lloyd_pass(X, x2, C, chunk=100, means=False)
+    assert bare.sums is None and bare.weights is None
+    np.testing.assert_array_equal(bare.labels, first.labels)
+    assert bare.inertia == first.inertia
+    # the chunk and the thread count change the order of the sums, not the labels
+    other = fused.fused_lloyd_pass(X, x2, C, chunk=7)
+    np.testing.assert_array_equal(other.labels, first.labels)
+    np.testing.assert_allclose(other.sums, first.sums, rtol=1e-12)
 
 
 def test_the_fused_pass_names_a_wrong_input():
@@ -111,11 +143,15 @@ def test_the_fused_pass_names_a_wrong_input():
         pytest.skip("numba is not installed")
     X = np.random.default_rng(0).random((10, 3))
     x2, C = (X * X).sum(1), X[:2].copy()
-    for args, match in [((X.astype(int), x2, C), "X must be"), ((X[:, :2].T, x2, C), "X must be"),
-                        ((X, x2[:5], C), "x2 must be"), ((X, x2, C[:, :2]), "C must be"),
-                        ((X, x2, C.astype(np.float32)), "C must be"), ((X, x2, C, np.ones(4)), "w must be")]:
+    for args, kwargs, match in [
+            ((X.astype(int), x2, C), {}, "X must be"), ((X[:, :2].T, x2, C), {}, "X must be"),
+            ((X, x2[:5], C), {}, "x2 must be"), ((X, x2, C[:, :2]), {}, "C must be"),
+            ((X, x2, C.astype(np.float32)), {}, "C must be"), ((X, x2, C, np.ones(4)), {}, "w must be"),
+            ((X, x2, C), {"labels": np.zeros(10, dtype=np.int64)}, "labels must be"),
+            ((X, x2, C), {"labels": np.zeros(9, dtype=np.int32)}, "labels must be"),
+            ((X, x2, C), {"chunk": 0}, "chunk must be")]:
         with pytest.raises(ValueError, match=match):
-            fused.fused_lloyd_pass(*args)
+            fused.fused_lloyd_pass(*args, **kwargs)
 
 
 def test_streamed_data_give_the_same_fit(monkeypatch):

@@ -1,15 +1,24 @@
-"""One fused pass of Lloyd's step on the CPU: assignment, distances and cluster sums in one sweep (numba).
+"""One fused pass of Lloyd's step on the CPU: assignment, inertia and cluster sums in one sweep (numba).
 
 :func:`~kmtrf_core.estimator.passes.lloyd_pass` runs the same pass as three torch
 operations per chunk (the distance GEMM, the minimum over the centers, the
 per-cluster sums); on a CPU each of them reads the chunk again, and the
 minimum with its index costs more than the GEMM (``bench/estimator.py``).
 Here each thread takes chunks of points, computes their inner products with
-the centers by one BLAS call, and in the same loop picks the nearest center
-(the lowest index on a tie, as scikit-learn's ``_update_chunk_dense``), the
-squared distance ``|x|^2 + |c|^2 - 2 x.c`` clamped at 0, and adds the point
-to its cluster's sum, while the chunk is in cache. Memory beyond the output
-is one ``(k, d)`` sum per thread.
+``-2 C`` by one BLAS call into a buffer of its own, and in the same loop picks
+the nearest center (the lowest index on a tie, as scikit-learn's
+``_update_chunk_dense``), adds the squared distance ``|x|^2 + |c|^2 - 2 x.c``
+(clamped at 0) to the inertia, and adds the point to its cluster's sum, while
+the chunk is in cache. Memory beyond the labels is one ``(k, d)`` sum per
+thread.
+
+The pass is bound by memory traffic more than by arithmetic at the sizes
+``bench/estimator.py`` times, so it moves no more bytes than scikit-learn's:
+int32 labels updated in place (a label that does not change is not written,
+and the count of changes replaces a second pass comparing old and new
+labels), no array of per-point distances (their sum is all Lloyd's loop
+needs), and the GEMM writes into a reused buffer (numba's ``X @ C`` would
+allocate and copy one per chunk).
 
 numba compiles it on first use (a few seconds, then cached on disk next to
 this module); where numba is not installed, :data:`AVAILABLE` is false and
@@ -17,6 +26,8 @@ the estimator uses the torch pass.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import threadpoolctl
@@ -26,7 +37,7 @@ try:  # an accelerator, not a requirement: without numba the torch pass does the
 except ImportError:  # pragma: no cover - numba is in requirements.txt
     numba = None
 
-__all__ = ["AVAILABLE", "fused_lloyd_pass"]
+__all__ = ["AVAILABLE", "FusedPass", "fused_lloyd_pass"]
 
 AVAILABLE = numba is not None
 """Whether the fused CPU pass can run here (numba is importable)."""
@@ -37,7 +48,7 @@ CHUNK = 1024
 """Points per chunk of the fused pass: the chunk and its ``(chunk, k)`` products stay in cache."""
 
 
-def _kernel(X, x2, C, w, labels, dist, chunk, threads):  # pragma: no cover - compiled by numba
+def _kernel(X, x2, C, w, labels, chunk, threads, means):  # pragma: no cover - compiled by numba
     n, d = X.shape
     weighted = w.shape[0] == n
     two, one, zero = X.dtype.type(2), X.dtype.type(1), X.dtype.type(0)  # float32 stays float32
@@ -48,40 +59,83 @@ def _kernel(X, x2, C, w, labels, dist, chunk, threads):  # pragma: no cover - co
         for f in range(d):
             total += C[j, f] * C[j, f]
         c2[j] = total
-    CT = np.ascontiguousarray(C.T)
+    # -2 C^T: scaling by a power of two is exact, so x.(-2c) is -2 (x.c) bit for bit and the GEMM does the product
+    minus_two_CT = np.ascontiguousarray(C.T) * (-two)
     n_chunks = (n + chunk - 1) // chunk
     sums = np.zeros((threads, k, d), dtype=X.dtype)
     weights = np.zeros((threads, k), dtype=X.dtype)
+    inertia = np.zeros(threads, dtype=np.float64)
+    changed = np.zeros(threads, dtype=np.int64)
     for thread in numba.prange(threads):
+        # each thread's own arrays, allocated apart: rows of one shared (threads, k) array sit on the same
+        # cache lines, and every point's update bounced those lines between the cores (false sharing)
+        thread_sums = np.zeros((k, d), dtype=X.dtype)
+        thread_weights = np.zeros(k, dtype=X.dtype)
+        products = np.empty((chunk, k), dtype=X.dtype)  # one per thread, reused chunk after chunk
+        part = 0.0  # the inertia in float64, whatever the dtype
+        moved = 0
         for chunk_index in range(thread, n_chunks, threads):
             start = chunk_index * chunk
             end = min(start + chunk, n)
-            products = X[start:end] @ CT  # (m, k)
+            np.dot(X[start:end], minus_two_CT, products[:end - start])  # into the buffer: no temporary
             for i in range(end - start):
-                best = c2[0] - two * products[i, 0]
+                best = c2[0] + products[i, 0]
                 label = 0
                 for j in range(1, k):
-                    value = c2[j] - two * products[i, j]
+                    value = c2[j] + products[i, j]
                     if value < best:
                         best = value
                         label = j
                 point = start + i
-                labels[point] = label
+                if labels[point] != label:  # only a changed label writes its cache line
+                    labels[point] = label
+                    moved += 1
                 squared = best + x2[point]
-                dist[point] = squared if squared > zero else zero
                 weight = w[point] if weighted else one
-                weights[thread, label] += weight
-                for f in range(d):
-                    sums[thread, label, f] += X[point, f] * weight
-    return sums.sum(axis=0), weights.sum(axis=0)
+                part += (squared if squared > zero else zero) * weight
+                if means:
+                    thread_weights[label] += weight
+                    for f in range(d):
+                        thread_sums[label, f] += X[point, f] * weight
+        sums[thread] = thread_sums
+        weights[thread] = thread_weights
+        inertia[thread] = part
+        changed[thread] = moved
+    return sums.sum(axis=0), weights.sum(axis=0), inertia.sum(), changed.sum()
 
 
 _compiled = numba.njit(parallel=True, cache=True, nogil=True)(_kernel) if AVAILABLE else None
 
 
+class FusedPass(NamedTuple):
+    """What :func:`fused_lloyd_pass` returns.
+
+    >>> out = fused_lloyd_pass(np.array([[0.0], [4.0]]), np.array([0.0, 16.0]), np.array([[1.0]]), means=False)
+    >>> out.labels.tolist(), out.inertia, out.changed, out.sums
+    ([0, 0], 10.0, 2, None)
+    """
+
+    labels: np.ndarray
+    """``(n,)`` int32: each point's nearest center (the lowest index on a tie)."""
+    inertia: float
+    """The (weighted) sum of the squared distances to the nearest centers, accumulated in float64."""
+    changed: int
+    """How many labels differ from those the ``labels`` array held on entry (0: Lloyd has converged)."""
+    sums: np.ndarray | None
+    """``(k, d)`` (weighted) sum of each cluster's points; ``None`` without ``means``."""
+    weights: np.ndarray | None
+    """``(k,)`` (weighted) number of points in each cluster; ``None`` without ``means``."""
+
+
 def fused_lloyd_pass(X: np.ndarray, x2: np.ndarray, C: np.ndarray, w: np.ndarray | None = None,
-                     chunk: int = CHUNK):
-    """Labels, squared distances and (weighted) cluster sums and weights of one pass over ``X``.
+                     chunk: int = CHUNK, labels: np.ndarray | None = None, means: bool = True) -> FusedPass:
+    """Labels, inertia and (weighted) cluster sums and weights of one pass over ``X``.
+
+    The per-point squared distances are not stored: Lloyd's loop needs only
+    their sum. With ``labels`` (the previous pass's), the labels are updated in
+    place and ``changed`` counts the points that moved, so the loop's test for
+    convergence costs no second pass over the labels (as scikit-learn compares
+    ``labels`` with ``labels_old``).
 
     Parameters
     ----------
@@ -95,20 +149,24 @@ def fused_lloyd_pass(X: np.ndarray, x2: np.ndarray, C: np.ndarray, w: np.ndarray
         Point weights (default 1).
     chunk : int
         Points per chunk.
+    labels : ndarray (n,) int32, optional
+        The previous labels, overwritten with the new ones (default: a new array).
+    means : bool
+        Whether to accumulate the cluster sums and weights (a pass that only
+        assigns, such as the last one of a fit or ``predict``, skips them).
 
     Returns
     -------
-    labels : ndarray (n,) int64
-    dist : ndarray (n,)
-    sums : ndarray (k, d)
-    weights : ndarray (k,)
+    FusedPass
 
     Examples
     --------
     >>> X = np.array([[0.0], [1.0], [9.0]])
-    >>> labels, dist, sums, weights = fused_lloyd_pass(X, (X * X).sum(1), np.array([[0.0], [10.0]]))
-    >>> labels.tolist(), dist.tolist(), sums.ravel().tolist(), weights.tolist()
-    ([0, 0, 1], [0.0, 1.0, 1.0], [1.0, 9.0], [2.0, 1.0])
+    >>> out = fused_lloyd_pass(X, (X * X).sum(1), np.array([[0.0], [10.0]]))
+    >>> out.labels.tolist(), out.inertia, out.changed, out.sums.ravel().tolist(), out.weights.tolist()
+    ([0, 0, 1], 2.0, 3, [1.0, 9.0], [2.0, 1.0])
+    >>> fused_lloyd_pass(X, (X * X).sum(1), np.array([[0.0], [10.0]]), labels=out.labels).changed
+    0
     """
     if not AVAILABLE:
         raise RuntimeError("the fused pass needs numba (pip install numba); the torch pass needs nothing more")
@@ -126,13 +184,20 @@ def fused_lloyd_pass(X: np.ndarray, x2: np.ndarray, C: np.ndarray, w: np.ndarray
             raise ValueError(f"{name} must be a {X.dtype} array of shape {shape} (None: any) for X of shape "
                              f"{X.shape}, got {type(array).__name__} {getattr(array, 'dtype', '')} "
                              f"{getattr(array, 'shape', '')}")
-    labels = np.empty(n, dtype=np.int64)
-    dist = np.empty(n, dtype=X.dtype)
+    if labels is None:
+        labels = np.full(n, -1, dtype=np.int32)
+    elif not (isinstance(labels, np.ndarray) and labels.dtype == np.int32 and labels.shape == (n,)
+              and labels.flags.c_contiguous and labels.flags.writeable):
+        raise ValueError(f"labels must be a writeable, contiguous int32 array of shape {(n,)}, got "
+                         f"{type(labels).__name__} {getattr(labels, 'dtype', '')} {getattr(labels, 'shape', '')}")
+    if not (isinstance(chunk, (int, np.integer)) and chunk >= 1):
+        raise ValueError(f"chunk must be a positive int, got {chunk!r}")
     w = np.empty(0, dtype=X.dtype) if w is None else w  # empty: every point weighs 1
     C = np.ascontiguousarray(C)
     with _one_blas_thread():
-        sums, weights = _compiled(X, x2, C, w, labels, dist, chunk, numba.get_num_threads())
-    return labels, dist, sums, weights
+        sums, weights, inertia, changed = _compiled(X, x2, C, w, labels, int(chunk), numba.get_num_threads(),
+                                                    bool(means))
+    return FusedPass(labels, float(inertia), int(changed), sums if means else None, weights if means else None)
 
 
 def _one_blas_thread():

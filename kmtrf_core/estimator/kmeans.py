@@ -378,15 +378,26 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             centers = init_array
         return torch.from_numpy(centers).to(device)
 
-    def _pass(self, X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, w=None, means: bool = False):
-        """:func:`~kmtrf_core.estimator.passes.lloyd_pass`; on the CPU the fused numba pass, when numba is here."""
+    def _pass(self, X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, w=None, means: bool = False, labels=None):
+        """One pass over the points: ``(labels, inertia, unchanged, sums)``.
+
+        ``unchanged``: no label differs from ``labels`` (the previous pass's, or
+        ``None``); ``sums``: ``(sums, weights)`` with ``means``, else ``None``. On
+        the CPU the fused numba pass (when numba is here), which updates
+        ``labels`` in place; elsewhere
+        :func:`~kmtrf_core.estimator.passes.lloyd_pass`.
+        """
         if C.device.type != "cpu" or not fused.AVAILABLE:
-            return lloyd_pass(X, x2, C, self.chunk_size, w, means)
-        labels, dist, sums, weights = fused.fused_lloyd_pass(
-            X.numpy(), x2.numpy(), C.numpy(), None if w is None else w.numpy(), min(self.chunk_size, fused.CHUNK))
-        if not math.isfinite(float(dist.sum())):  # one sum instead of a test per point: an overflow is inf or nan
-            check_finite_result(torch.from_numpy(dist), "squared distances")
-        return torch.from_numpy(labels), torch.from_numpy(dist), (torch.from_numpy(sums), torch.from_numpy(weights)) if means else None
+            new, dist, sums = lloyd_pass(X, x2, C, self.chunk_size, w, means)
+            inertia = float(dist.sum() if w is None else (w * dist).sum())
+            return new, inertia, labels is not None and torch.equal(new, labels), sums
+        out = fused.fused_lloyd_pass(X.numpy(), x2.numpy(), C.numpy(), None if w is None else w.numpy(),
+                                     min(self.chunk_size, fused.CHUNK), None if labels is None else labels.numpy(),
+                                     means)
+        if not math.isfinite(out.inertia):  # an inf or nan distance makes the sum inf or nan
+            check_finite_result(torch.tensor([out.inertia], dtype=X.dtype), "squared distances")
+        sums = (torch.from_numpy(out.sums), torch.from_numpy(out.weights)) if means else None
+        return torch.from_numpy(out.labels), out.inertia, labels is not None and out.changed == 0, sums
 
     def _streams(self, X: torch.Tensor, device) -> bool:
         """Whether the data stay in host memory and go to ``device`` a chunk at a time (see ``stream``)."""
@@ -402,35 +413,31 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             print(message)
 
     def _run(self, X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, tol: float, lo, span, w):
-        def inertia(dist):
-            return float(dist.sum() if w is None else (w * dist).sum())
-
-        labels_old = None
+        labels = None
         path = []
         strict = False
         iterations = 0
         for iterations in range(1, self.max_iter + 1):
-            labels, dist, sums = self._pass(X, x2, C, w, means=self.layer_ is None)
-            path.append(inertia(dist))
-            self._say(f"Iteration {iterations - 1}, inertia {path[-1]}.")
+            labels, inertia, unchanged, sums = self._pass(X, x2, C, w, means=self.layer_ is None, labels=labels)
+            path.append(inertia)
+            self._say(f"Iteration {iterations - 1}, inertia {inertia}.")
             if self.layer_ is None:
                 new = lloyd_update(X, C, labels, *sums, w, self.empty, self.chunk_size)
             else:
                 new = self._layer_step(X, C, lo, span)
             shift = float(((new - C) ** 2).sum())
             C = new
-            if self.layer_ is None and labels_old is not None and torch.equal(labels, labels_old):
+            if self.layer_ is None and unchanged:
                 strict = True  # the labels did not change: Lloyd has converged
                 self._say(f"Converged at iteration {iterations - 1}: strict convergence.")
                 break
-            labels_old = labels
             if shift <= tol:
                 self._say(f"Converged at iteration {iterations - 1}: center shift {shift} within tolerance {tol}.")
                 break
-        labels, dist, _ = self._pass(X, x2, C)
+        labels, inertia, _, _ = self._pass(X, x2, C, w, labels=labels)
         if not strict:
-            path.append(inertia(dist))
-        return C, labels, inertia(dist), max(iterations, 1), np.asarray(path)
+            path.append(inertia)
+        return C, labels, inertia, max(iterations, 1), np.asarray(path)
 
     def fit(self, X, y=None, sample_weight=None):
         """Cluster ``X`` (array-like ``(n_samples, n_features)``, float32 stays float32); returns ``self``.
@@ -547,9 +554,9 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def score(self, X, y=None, sample_weight=None):
         """Minus the (weighted) k-means objective of ``X`` on the fitted centers (higher is better)."""
         X, C = self._points(X)
-        dist = self._pass(X, squared_norms(X, self.chunk_size, C.device), C)[1].cpu().numpy()
-        w = sample_weights(sample_weight, X.shape[0], dist.dtype)
-        return -float(dist.sum() if w is None else (w * dist).sum())
+        w = sample_weights(sample_weight, X.shape[0], np.float32 if X.dtype == torch.float32 else np.float64)
+        w = None if w is None else torch.from_numpy(w).to(C.device)
+        return -self._pass(X, squared_norms(X, self.chunk_size, C.device), C, w)[1]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
