@@ -37,7 +37,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..validation import check_finite_result
 from . import fused, seeding
-from .passes import chunk_slices, lloyd_pass, lloyd_update, same_clustering, sample_weights, squared_norms
+from .passes import device_chunks, lloyd_pass, lloyd_update, same_clustering, sample_weights, squared_norms
 from ..device import resolve_device
 from ..model import ClusterTransformer, check_model
 from ..training import TrainConfig, train_cached
@@ -546,9 +546,9 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         """
         X, C = self._points(X)
         out = torch.empty(X.shape[0], C.shape[0], dtype=X.dtype, device=C.device)
-        for part in chunk_slices(X.shape[0], self.chunk_size):
+        for part, rows in device_chunks(X, self.chunk_size, C.device):
             # no gradient is taken here, so cdist's slow backward (the reason the core avoids it) does not apply
-            out[part] = torch.cdist(X[part].to(C.device), C, compute_mode="donot_use_mm_for_euclid_dist")
+            out[part] = torch.cdist(rows, C, compute_mode="donot_use_mm_for_euclid_dist")
         return check_finite_result(out, "distances").cpu().numpy()
 
     def score(self, X, y=None, sample_weight=None):

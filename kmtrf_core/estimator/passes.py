@@ -21,6 +21,16 @@ def chunk_slices(n: int, size: int):
         yield slice(start, min(start + size, n))
 
 
+def device_chunks(X: torch.Tensor, size: int, device):
+    """``(part, rows)`` for each chunk of ``size`` rows of ``X``, the rows on ``device``.
+
+    Where ``X`` is already there the rows are a view; data kept in host
+    memory (larger than a GPU's) are copied over a chunk at a time.
+    """
+    for part in chunk_slices(X.shape[0], size):
+        yield part, X[part].to(device, non_blocking=True)
+
+
 def sample_weights(sample_weight, n: int, dtype):
     """``None`` (every point weighs 1) or a finite, non-negative ``(n,)`` array with a positive sum."""
     if sample_weight is None:
@@ -39,8 +49,7 @@ def squared_norms(X: torch.Tensor, chunk: int, device=None) -> torch.Tensor:
     """``|x|^2`` of every row, chunk by chunk (no temporary the size of ``X``), on ``device`` (default ``X``'s)."""
     device = X.device if device is None else torch.device(device)
     out = torch.empty(X.shape[0], dtype=X.dtype, device=device)
-    for part in chunk_slices(X.shape[0], chunk):
-        rows = X[part].to(device, non_blocking=True)
+    for part, rows in device_chunks(X, chunk, device):
         out[part] = (rows * rows).sum(dim=1)
     return out
 
@@ -74,8 +83,7 @@ def lloyd_pass(X: torch.Tensor, x2: torch.Tensor, C: torch.Tensor, chunk: int, w
     labels = torch.empty(X.shape[0], dtype=torch.int64, device=C.device)
     dist = torch.empty(X.shape[0], dtype=X.dtype, device=C.device)
     sums = torch.zeros_like(C) if means else None
-    for part in chunk_slices(X.shape[0], chunk):
-        rows = X[part].to(C.device, non_blocking=True)
+    for part, rows in device_chunks(X, chunk, C.device):
         torch.min(torch.addmm(c2, C, rows.t(), alpha=-2.0), dim=0, out=(dist[part], labels[part]))
         if means:
             sums.index_add_(0, labels[part], rows if w is None else rows * w[part].unsqueeze(1))
@@ -117,8 +125,8 @@ def lloyd_update(X: torch.Tensor, C: torch.Tensor, labels: torch.Tensor, sums: t
     empty_ids = np.where(weights_h == 0)[0]
     n_empty = len(empty_ids)
     distances = np.empty(X.shape[0], dtype=sums_h.dtype)
-    for part in chunk_slices(X.shape[0], chunk):  # differences on the device, the sum in numpy's order
-        distances[part] = ((X[part].to(C.device) - C[labels[part]]).cpu().numpy() ** 2).sum(axis=1)
+    for part, rows in device_chunks(X, chunk, C.device):  # differences on the device, the sum in numpy's order
+        distances[part] = ((rows - C[labels[part]]).cpu().numpy() ** 2).sum(axis=1)
     if distances.max() > 0:  # all points on their centers: nothing to relocate (scikit-learn's rule)
         far = np.argpartition(distances, -n_empty)[:-n_empty - 1:-1]
         rows = X[torch.as_tensor(far.copy(), device=X.device)].cpu().numpy()  # X's device: it may be the host

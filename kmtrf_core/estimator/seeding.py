@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 
-from .passes import chunk_slices, sample_weights, squared_norms
+from .passes import device_chunks, sample_weights, squared_norms
 
 __all__ = ["kmeans_plusplus"]
 
@@ -96,8 +96,7 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state=None, *, samp
         expands them; yields ``(part, distances)``."""
         cand = X[torch.as_tensor(ids, device=X.device)].to(device)
         cc = (cand * cand).sum(dim=1, keepdim=True)
-        for part in chunk_slices(n, chunk):
-            rows = X[part].to(device, non_blocking=True)
+        for part, rows in device_chunks(X, chunk, device):
             D = torch.addmm(cc, cand, rows.t(), alpha=-2.0)  # -2 c.x + |c|^2, then + |x|^2: scikit-learn's order
             yield part, D.add_(x2[part]).clamp_min_(0.0).to(torch.float64)
 
