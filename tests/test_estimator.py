@@ -131,9 +131,19 @@ def test_the_fused_pass_updates_labels_in_place_and_counts_the_moves():
     np.testing.assert_array_equal(bare.labels, first.labels)
     assert bare.inertia == first.inertia
     # the chunk and the thread count change the order of the sums, not the labels
-    other = fused.fused_lloyd_pass(X, x2, C, chunk=7)
-    np.testing.assert_array_equal(other.labels, first.labels)
-    np.testing.assert_allclose(other.sums, first.sums, rtol=1e-12)
+    import numba
+
+    threads = numba.get_num_threads()
+    try:
+        for count, chunk in [(1, 7), (1, 100), (threads, 7)]:
+            numba.set_num_threads(count)
+            other = fused.fused_lloyd_pass(X, x2, C, chunk=chunk)
+            np.testing.assert_array_equal(other.labels, first.labels)
+            np.testing.assert_allclose(other.sums, first.sums, rtol=1e-12)
+            np.testing.assert_array_equal(other.weights, first.weights)
+            assert other.inertia == pytest.approx(first.inertia, rel=1e-12)
+    finally:
+        numba.set_num_threads(threads)
 
 
 def test_the_fused_pass_names_a_wrong_input():
