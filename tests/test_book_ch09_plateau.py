@@ -59,6 +59,15 @@ def test_summary_and_drop_table():
     table = drop_table(history, {"lr=0.03": flat.assign(scheme="oh")})
     assert table.loc["base", ("below_lloyd_at", "OH")] == 300
     assert math.isnan(table.loc["lr=0.03", ("below_lloyd_at", "OH")])
+    # one seed: its range is its own drop
+    assert table.loc["base", ("earliest_seed", "OH")] == table.loc["base", ("latest_seed", "OH")] == 300
+    # two seeds, one drops at 200, one at 300: the median curve drops at 300
+    early = trace.assign(seed=1, val_relative_loss=[1.8, 1.7, 0.97, 0.9, 0.9])
+    two = drop_table(pd.concat([trace, early]).assign(scheme="oh"), {
+        "one never": pd.concat([trace, flat.assign(seed=1)]).assign(scheme="oh")})
+    assert two.loc["base", ("earliest_seed", "OH")] == 200 and two.loc["base", ("latest_seed", "OH")] == 300
+    assert two.loc["one never", ("earliest_seed", "OH")] == 300
+    assert math.isnan(two.loc["one never", ("latest_seed", "OH")])  # a seed never dropped
 
 
 def _drops(rows: dict) -> pd.DataFrame:

@@ -179,8 +179,19 @@ def test_figure2_samples_read_every_layer_on_the_held_out_tasks(cache):
 
 
 def _drops(rows):
-    columns = pd.MultiIndex.from_product([["below_lloyd_at"], ["BN", "OH"]])
-    return pd.DataFrame([[bn, oh] for _, oh, bn in rows], index=[label for label, _, _ in rows], columns=columns)
+    """A plateau table from ``(label, OH seeds' drops, BN seeds' drops)``; a seed's drop may be NaN (never)."""
+    columns = pd.MultiIndex.from_product([["earliest_seed", "latest_seed"], ["BN", "OH"]])
+
+    def ends(steps):
+        steps = np.atleast_1d(np.asarray(steps, dtype=float))
+        dropped = steps[~np.isnan(steps)]
+        return (dropped.min() if dropped.size else np.nan), (np.nan if np.isnan(steps).any() else steps.max())
+
+    table = []
+    for _, oh, bn in rows:
+        (oh_first, oh_last), (bn_first, bn_last) = ends(oh), ends(bn)
+        table.append([bn_first, oh_first, bn_last, oh_last])
+    return pd.DataFrame(table, index=[label for label, _, _ in rows], columns=columns)
 
 
 def test_oh_faster_needs_every_configuration_and_a_margin():
@@ -198,3 +209,24 @@ def test_oh_faster_needs_every_configuration_and_a_margin():
     assert finding.verdict == "partly" and "1 slower, 1 inconclusive" in finding.report
     with pytest.raises(ValueError, match="margin"):
         convergence_finding(every, margin=0)
+
+
+def test_oh_faster_compares_every_seed_not_the_medians():
+    nan = float("nan")
+    # medians 1450 vs 1850 (400 apart), but OH's slow seed drops after BN's fast one: inconclusive
+    overlap = _drops([("base", [1300, 1600], [1700, 2000])])
+    finding = convergence_finding(overlap, margin=200)
+    assert finding.verdict == "inconclusive" and "base 1300-1600 vs 1700-2000" in finding.value
+    # every OH seed 200 steps before every BN seed: faster, exactly at the margin
+    apart = _drops([("base", [1100, 1200], [1400, 1600])])
+    assert convergence_finding(apart, margin=200).verdict == "reproduced"
+    assert convergence_finding(apart, margin=201).verdict == "inconclusive"
+    # an OH seed that never drops is later than any BN seed
+    stuck = _drops([("base", [1100, nan], [1400, 1600])])
+    finding = convergence_finding(stuck, margin=200)
+    assert finding.verdict == "inconclusive" and "1100-never vs 1400-1600" in finding.value
+    assert convergence_finding(_drops([("base", [3000, nan], [900, 1000])]), margin=200).verdict == "not reproduced"
+    # a BN seed that never drops does not stop OH from being faster
+    assert convergence_finding(_drops([("base", [900, 1000], [3000, nan])]), margin=200).verdict == "reproduced"
+    with pytest.raises(ValueError, match="earliest_seed"):
+        convergence_finding(pd.DataFrame({("below_lloyd_at", "OH"): [1.0], ("below_lloyd_at", "BN"): [2.0]}), 200)

@@ -19,7 +19,8 @@ tasks:
 * ``v_points``, ``v_centers``: the norms of their value projections.
 
 :func:`drop_table` then reads, from the catalog's plateau groups, the first
-validation step below one Lloyd step as d, k, n, tau, lr and gamma change.
+validation step below one Lloyd step as d, k, n, tau, lr and gamma change: of
+the median curve over seeds, and of the earliest and the latest seed.
 """
 
 from __future__ import annotations
@@ -212,7 +213,7 @@ def drop_table(base_history, variations: dict, base_label: str = "base") -> pd.D
     Parameters
     ----------
     base_history : pandas.DataFrame
-        The base runs (``scheme`` column; OH and BN).
+        The base runs (``scheme`` and ``seed`` columns; OH and BN).
     variations : dict
         Label (``"d=8"``) -> history of the runs that change one field.
     base_label : str
@@ -222,22 +223,32 @@ def drop_table(base_history, variations: dict, base_label: str = "base") -> pd.D
     -------
     pandas.DataFrame
         One row per configuration; per scheme the first validation step
-        below 1 (NaN: never), the steps trained and the final value.
+        below 1 of the median curve over seeds (``below_lloyd_at``; NaN:
+        never), the same step of the seed that got there first
+        (``earliest_seed``; NaN: no seed did) and last (``latest_seed``; NaN:
+        some seed never did), the steps trained and the final value.
 
     Examples
     --------
-    >>> def run(scheme, values):
-    ...     return pd.DataFrame({"scheme": scheme, "seed": 0, "step": [0, 100, 200],
+    >>> def run(scheme, seed, values):
+    ...     return pd.DataFrame({"scheme": scheme, "seed": seed, "step": [0, 100, 200, 300],
     ...                          "val_relative_loss": values})
-    >>> base = pd.concat([run("oh", [1.7, 0.9, 0.9]), run("bn", [1.7, 1.6, 0.95])])
-    >>> float(drop_table(base, {}).loc["base", ("below_lloyd_at", "OH")])
-    100.0
+    >>> base = pd.concat([run("oh", 0, [1.7, 0.9, 0.9, 0.9]), run("oh", 1, [1.7, 1.6, 0.95, 0.9]),
+    ...                   run("bn", 0, [1.7, 1.6, 1.5, 0.95]), run("bn", 1, [1.7, 1.6, 1.5, 1.4])])
+    >>> drop_table(base, {}).loc["base"].unstack().loc[["below_lloyd_at", "earliest_seed", "latest_seed"]]
+    scheme             BN     OH
+    below_lloyd_at    NaN  200.0
+    earliest_seed   300.0  100.0
+    latest_seed       NaN  200.0
     """
     rows = {}
     for label, history in {base_label: base_history, **variations}.items():
         table = flattening(history, by=["scheme"])
+        seeds = flattening(history, by=["scheme", "seed"])["below_lloyd_at"].groupby(level="scheme")
+        table["earliest_seed"] = seeds.min()  # NaN only where no seed got below
+        table["latest_seed"] = seeds.max().where(~seeds.apply(lambda at: at.isna().any()))  # NaN: some seed never
         table.index = table.index.str.upper()
-        rows[label] = table[["below_lloyd_at", "steps", "final"]].unstack()  # (column, scheme)
+        rows[label] = table[["below_lloyd_at", "earliest_seed", "latest_seed", "steps", "final"]].unstack()
     return pd.DataFrame(rows).T.round(3)
 
 
