@@ -151,6 +151,37 @@ def test_figure2_claims_say_inconclusive_inside_the_noise_and_not_reproduced_bey
     assert claims.verdict.tolist() == ["not reproduced"] * 7
 
 
+def test_figure2_speed_claims_read_the_range_over_seeds():
+    samples = _samples({"oh": 0.9, "bn": 0.93, "na": 1.2})
+
+    def per_seed(d4, d16):  # (BN, OH) per seed at d = 4 and d = 16
+        rows = []
+        for d, pair in ((4, d4), (16, d16)):
+            for scheme, per in (("bn", pair[0]), ("na", (3000.0, 3000.0)), ("oh", pair[1])):
+                for omega in ("l2", "ne"):
+                    rows += [(d, scheme, omega, seed, step) for seed, step in enumerate(per)]
+        return pd.DataFrame(rows, columns=["d", "scheme", "omega", "seed", "steps_to_converge"]).set_index(
+            ["d", "scheme", "omega", "seed"])
+
+    # medians 2200 vs 1500 (apart), ranges 1900-2500 vs 1200-1800: every OH seed 100 steps ahead only
+    claims = figure2_claims(samples, per_seed(((1900.0, 2500.0), (1200.0, 1800.0)), ((2000.0, 2000.0), (1900.0, 1900.0))),
+                            steps_margin=200)
+    assert claims["our numbers"][5] == "OH 1200-1800 vs BN 1900-2500 (range over seeds; margin 200 steps)"
+    assert claims.verdict[5] == "inconclusive"
+    # the gap at d=4 spans [100, 1300]: it may be as small as d=16's 100
+    assert claims["our numbers"][6] == "BN - OH: [100, 1300] steps -> 100 steps (margin 200 steps)"
+    assert claims.verdict[6] == "inconclusive"
+    apart = figure2_claims(samples, per_seed(((2700.0, 2800.0), (1700.0, 1800.0)), ((2000.0, 2000.0), (1900.0, 1900.0))),
+                           steps_margin=200)
+    assert apart.verdict[5:].tolist() == ["reproduced", "reproduced"]  # gap [900, 1100] -> 100
+    # a seed that never converged: infinitely slow
+    stuck = figure2_claims(samples, per_seed(((2700.0, 2800.0), (1700.0, float("nan"))), ((2000.0, 2000.0),
+                                                                                        (1900.0, 1900.0))),
+                           steps_margin=200)
+    assert "OH 1700-never vs BN 2700-2800" in stuck["our numbers"][5]
+    assert stuck.verdict[5:].tolist() == ["inconclusive", "inconclusive"]
+
+
 def test_figure2_claims_name_missing_inputs():
     samples = _samples({"oh": 0.9, "bn": 0.93, "na": 1.2})
     d_summary = _d_summary((2700.0, 1800.0), (2000.0, 1900.0))
