@@ -161,7 +161,6 @@ class TrainingSizes(Sizes):
     until_flat: float | None
     patience: int
     seeds: list
-    few_seeds: list
     val_tasks: int
     val_every: int
     window: int
@@ -359,7 +358,7 @@ PROFILES: dict[str, dict[str, Sizes]] = {
             emp_tasks=4, pairs=12,
         ),
         "training": TrainingSizes(
-            n=48, k=6, batch=8, steps=60, min_steps=40, until_flat=0.02, patience=20, seeds=[0, 1], few_seeds=[0, 1],
+            n=48, k=6, batch=8, steps=60, min_steps=40, until_flat=0.02, patience=20, seeds=[0, 1],
             val_tasks=32, val_every=10, window=5, fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
             plateau={"d": [8], "lr": [0.03]}, ablation_steps=20, fig10_taus=[1.0, 0.1], fig11_lrs=[0.01, 0.1],
             fig13_ns=[32, 64], fig14_ds=[4, 8], fig15_ks=[6, 10], fig15_cases=[[4, 0.1]], fig17_ns=[32, 64],
@@ -419,7 +418,7 @@ PROFILES: dict[str, dict[str, Sizes]] = {
         ),
         "training": TrainingSizes(
             n=64, k=6, batch=32, steps=5000, min_steps=2500, until_flat=0.02, patience=2000, seeds=[0, 1],
-            few_seeds=[0], val_tasks=128, val_every=100, window=25, fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25,
+            val_tasks=128, val_every=100, window=25, fig2a_d=4, fig2a_taus=[1.0, 0.1], fig2b_tau=0.25,
             fig2b_ds=[4, 16], plateau={"d": [8], "k": [10], "n": [32], "tau": [0.3], "lr": [0.03], "gamma": [4.0]},
             ablation_steps=150, fig10_taus=[1.0, 0.1], fig11_lrs=[0.001, 0.01, 0.1], fig13_ns=[64, 96],
             fig14_ds=[4, 16], fig15_ks=[6, 16], fig15_cases=[[4, 0.1]], fig17_ns=[96, 192], fig17_dk=[16, 16],
@@ -479,7 +478,7 @@ PROFILES: dict[str, dict[str, Sizes]] = {
         ),
         "training": TrainingSizes(
             n=512, k=6, batch=32, steps=10000, min_steps=10000, until_flat=None, patience=2000,
-            seeds=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], few_seeds=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], val_tasks=320,
+            seeds=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], val_tasks=320,
             val_every=100, window=100, fig2a_d=4,
             fig2a_taus=[1.0, 0.1], fig2b_tau=0.25, fig2b_ds=[4, 16],
             plateau={"d": [8, 16, 32], "k": [10, 16], "n": [128, 256], "tau": [0.3, 1.0], "lr": [0.003, 0.03], "gamma": [4.0]},
