@@ -180,6 +180,11 @@ def test_figure2_speed_claims_read_the_range_over_seeds():
                            steps_margin=200)
     assert "OH 1700-never vs BN 2700-2800" in stuck["our numbers"][5]
     assert stuck.verdict[5:].tolist() == ["inconclusive", "inconclusive"]
+    assert "BN - OH: [-inf, 1100] steps" in stuck["our numbers"][6]
+    # medians over seeds (no seed level): a scheme that never converged is as slow as a seed that never did
+    never = figure2_claims(samples, _d_summary((float("nan"), 1800.0), (2000.0, 1900.0)), steps_margin=200)
+    assert never["our numbers"][5] == "OH 1800 vs BN never (medians over seeds; margin 200 steps)"
+    assert never.verdict[5] == "reproduced"
 
 
 def test_figure2_claims_name_missing_inputs():

@@ -307,6 +307,11 @@ def test_data_that_overflow_are_refused_by_name():
     for layer in ("lloyd", ClusterTransformer.from_lloyd(2, 2, "bn")):
         with pytest.raises(ValueError, match="overflow"):
             TransformerKMeans(2, layer=layer, init=X[:2]).fit(X)
+    # a point so far out that its distance is inf - inf = NaN: refused, not read as 0 (the fused pass used to)
+    far = TransformerKMeans(2, init=np.array([[0.0], [1e10]])).fit(np.array([[0.0], [0.0], [1e10], [1e10]]))
+    for method in (far.score, far.predict):
+        with pytest.raises(ValueError, match="overflow"):
+            method(np.array([[1e300]]))
     # and the constructed layer itself, which used to return NaN without a word
     with pytest.raises(ValueError, match="overflow"):
         ClusterTransformer.from_lloyd(2, 2, "bn")(torch.tensor(X)[None], torch.tensor(X[:2])[None])

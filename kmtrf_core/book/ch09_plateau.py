@@ -244,9 +244,10 @@ def drop_table(base_history, variations: dict, base_label: str = "base") -> pd.D
     rows = {}
     for label, history in {base_label: base_history, **variations}.items():
         table = flattening(history, by=["scheme"])
-        seeds = flattening(history, by=["scheme", "seed"])["below_lloyd_at"].groupby(level="scheme")
-        table["earliest_seed"] = seeds.min()  # NaN only where no seed got below
-        table["latest_seed"] = seeds.max().where(~seeds.apply(lambda at: at.isna().any()))  # NaN: some seed never
+        at = flattening(history, by=["scheme", "seed"])["below_lloyd_at"]
+        table["earliest_seed"] = at.groupby(level="scheme").min()  # NaN only where no seed got below
+        table["latest_seed"] = at.groupby(level="scheme").max().where(  # NaN: some seed never did
+            ~at.isna().groupby(level="scheme").any())
         table.index = table.index.str.upper()
         rows[label] = table[["below_lloyd_at", "earliest_seed", "latest_seed", "steps", "final"]].unstack()
     return pd.DataFrame(rows).T.round(3)

@@ -301,11 +301,12 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
     speed = d_summary["steps_to_converge"]
     seeds = "seed" in speed.index.names
     if seeds:  # one row per seed: the range over seeds (a seed that never converged is infinitely slow)
-        grouped = speed.groupby(level=[name for name in speed.index.names if name != "seed"])
+        levels = [name for name in speed.index.names if name != "seed"]
+        grouped = speed.groupby(level=levels)
         first = grouped.min().fillna(math.inf)
-        last = grouped.max().where(~grouped.apply(lambda steps: steps.isna().any()), math.inf).fillna(math.inf)
-    else:  # medians over seeds
-        first = last = speed
+        last = grouped.max().where(~speed.isna().groupby(level=levels).any(), math.inf).fillna(math.inf)
+    else:  # medians over seeds; NaN (never converged) is infinitely slow, as for a seed
+        first = last = speed.fillna(math.inf)
     ds = first.index.get_level_values(0)
     d_small, d_large = min(ds), max(ds)
 
@@ -355,7 +356,11 @@ def _shrinks(small: tuple, large: tuple, margin: int) -> str:
 
 
 def _span(lo: float, hi: float) -> str:
-    return _step(lo) if lo == hi else f"[{_step(lo)}, {_step(hi)}]"
+    """A gap in steps, or its range over seeds; unbounded where a seed never converged."""
+    def bound(value):
+        return f"{value:.0f}" if math.isfinite(value) else ("-inf" if value < 0 else "inf")
+
+    return bound(lo) if lo == hi else f"[{bound(lo)}, {bound(hi)}]"
 
 
 def learned_step_finding(samples: dict, report: pd.DataFrame, tau: float) -> Finding:

@@ -9,8 +9,9 @@ Here each thread takes chunks of points, computes their inner products with
 the nearest center (the lowest index on a tie, as scikit-learn's
 ``_update_chunk_dense``), adds the squared distance ``|x|^2 + |c|^2 - 2 x.c``
 (clamped at 0) to the inertia, and adds the point to its cluster's sum, while
-the chunk is in cache. Memory beyond the labels is one ``(k, d)`` sum per
-thread.
+the chunk is in cache. Memory beyond the labels is, per thread, one ``(k, d)``
+sum and one ``(chunk, k)`` buffer of products, each allocated by its thread
+(not rows of one shared array, whose cache lines the threads would fight over).
 
 The pass is bound by memory traffic more than by arithmetic at the sizes
 ``bench/estimator.py`` times, so it moves no more bytes than scikit-learn's:
@@ -71,7 +72,7 @@ def _kernel(X, x2, C, w, labels, chunk, threads, means):  # pragma: no cover - c
         # cache lines, and every point's update bounced those lines between the cores (false sharing)
         thread_sums = np.zeros((k, d), dtype=X.dtype)
         thread_weights = np.zeros(k, dtype=X.dtype)
-        products = np.empty((chunk, k), dtype=X.dtype)  # one per thread, reused chunk after chunk
+        products = np.empty((min(chunk, n), k), dtype=X.dtype)  # one per thread, reused chunk after chunk
         part = 0.0  # the inertia in float64, whatever the dtype
         moved = 0
         for chunk_index in range(thread, n_chunks, threads):
@@ -91,8 +92,10 @@ def _kernel(X, x2, C, w, labels, chunk, threads, means):  # pragma: no cover - c
                     labels[point] = label
                     moved += 1
                 squared = best + x2[point]
+                if squared < zero:  # rounding below 0 is clamped; a NaN (inf - inf) is kept, for the caller to see
+                    squared = zero
                 weight = w[point] if weighted else one
-                part += (squared if squared > zero else zero) * weight
+                part += squared * weight
                 if means:
                     thread_weights[label] += weight
                     for f in range(d):

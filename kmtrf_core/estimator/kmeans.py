@@ -389,7 +389,8 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         """
         if C.device.type != "cpu" or not fused.AVAILABLE:
             new, dist, sums = lloyd_pass(X, x2, C, self.chunk_size, w, means)
-            inertia = float(dist.sum() if w is None else (w * dist).sum())
+            # in float64, as the fused pass sums it: float32 distances may sum past float32's range
+            inertia = float(dist.sum(dtype=torch.float64) if w is None else torch.dot(w.double(), dist.double()))
             return new, inertia, labels is not None and torch.equal(new, labels), sums
         out = fused.fused_lloyd_pass(X.numpy(), x2.numpy(), C.numpy(), None if w is None else w.numpy(),
                                      min(self.chunk_size, fused.CHUNK), None if labels is None else labels.numpy(),
@@ -480,7 +481,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if not math.isfinite(inertia):
             raise ValueError("the clustering overflowed the data's dtype; rescale the data or use float64")
         self.cluster_centers_ = (C.cpu().numpy() + X_mean).astype(X.dtype, copy=False)
-        self.labels_ = labels.cpu().numpy().astype(np.int32)
+        self.labels_ = labels.cpu().numpy().astype(np.int32, copy=False)
         self.inertia_ = inertia
         self.n_iter_ = n_iter
         self.inertia_path_ = path

@@ -25,7 +25,9 @@ def device_chunks(X: torch.Tensor, size: int, device):
     """``(part, rows)`` for each chunk of ``size`` rows of ``X``, the rows on ``device``.
 
     Where ``X`` is already there the rows are a view; data kept in host
-    memory (larger than a GPU's) are copied over a chunk at a time.
+    memory (larger than a GPU's) are copied over a chunk at a time. The copy
+    is ``non_blocking``: meant for host to device, where the stream orders it
+    before any use; a device-to-host copy would need a synchronization first.
     """
     for part in chunk_slices(X.shape[0], size):
         yield part, X[part].to(device, non_blocking=True)
