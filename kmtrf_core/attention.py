@@ -334,15 +334,14 @@ def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | No
     True
     """
     kernel = "weights" if trace is not None or math.isinf(gamma) else _kernel(Zq, Zk, Q, impl)
-    if kernel == "node":
-        return _explicit(Zq, Zk, Q, K, V, gamma)
-    fused = kernel == "fused"
-    if fused and Zq is Zk and Zq.shape[-1] < Q.shape[-2]:
-        return _fused_narrow(Zk, Q, K, V, gamma)
+    if kernel != "weights" and Zq is Zk and Zq.shape[-1] < Q.shape[-2]:  # narrow self-attention
+        return (_explicit_narrow if kernel == "node" else _fused_narrow)(Zk, Q, K, V, gamma)
     q = Zq @ Q.transpose(-1, -2)  # (..., q, m)
     k = Zk @ K.transpose(-1, -2)  # (..., r, m)
     v = Zk @ V.transpose(-1, -2)  # (..., r, m)
-    if fused:
+    if kernel == "node":
+        return explicit_attention(q, k, (k * k).sum(-1), v, gamma / math.sqrt(Q.shape[-2]))
+    if kernel == "fused":
         m = q.shape[-1]  # the projections' rows: tokens may be narrower (plain points)
         q_aug = torch.cat([q, q.new_ones(q.shape[:-1] + (1,))], dim=-1)  # (..., q, m+1)
         k_aug = torch.cat([2.0 * k, -(k * k).sum(-1, keepdim=True)], dim=-1)  # (..., r, m+1)
@@ -364,7 +363,7 @@ def attend(Zq, Zk, Q, K, V, gamma: float, impl: str = "direct", trace: dict | No
 
 
 def _kernel(Zq: torch.Tensor, Zk: torch.Tensor, Q: torch.Tensor, impl: str) -> str:
-    """Which kernel computes a finite-gamma attention: ``"fused"``, ``"node"`` (:func:`_explicit`) or ``"weights"``."""
+    """Which kernel computes a finite-gamma attention: ``"fused"``, ``"node"`` (:func:`~kmtrf_core.explicit_attention.explicit_attention`) or ``"weights"``."""
     if Zq.device.type != "cpu":
         return "weights" if impl == "direct" else "fused"
     per_task = Zq.shape[-2] * Zk.shape[-2]
@@ -378,19 +377,12 @@ def _kernel(Zq: torch.Tensor, Zk: torch.Tensor, Q: torch.Tensor, impl: str) -> s
     return "node" if tasks * per_task <= EXPLICIT_MAX_WEIGHTS else "fused"
 
 
-def _explicit(Zq: torch.Tensor, Zk: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, gamma: float):
-    """The attention by :func:`~kmtrf_core.explicit_attention.explicit_attention`: explicit weights, one autograd node.
-
-    Self-attention of tokens narrower than the projections (the plain points
-    ``[x, 0]``, see :func:`_fused_narrow`) works on their ``t`` columns:
-    queries ``Z Q^T K``, keys ``Z``, values ``Z``, and ``V`` applied after.
-    """
-    scale = gamma / math.sqrt(Q.shape[-2])
-    if Zq is Zk and Zq.shape[-1] < Q.shape[-2]:
-        queries, key_norms = _narrow_terms(Zk, Q, K)
-        return explicit_attention(queries, Zk, key_norms, Zk, scale) @ V.transpose(-1, -2)  # (..., n, m)
-    k = Zk @ K.transpose(-1, -2)
-    return explicit_attention(Zq @ Q.transpose(-1, -2), k, (k * k).sum(-1), Zk @ V.transpose(-1, -2), scale)
+def _explicit_narrow(Z: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, gamma: float):
+    """Self-attention of tokens ``Z (..., n, t)`` narrower than the projections (the plain points ``[x, 0]``,
+    see :func:`_fused_narrow`) by :func:`~kmtrf_core.explicit_attention.explicit_attention`, on their ``t``
+    columns: queries ``Z Q^T K``, keys ``Z``, values ``Z``, and ``V`` applied after."""
+    queries, key_norms = _narrow_terms(Z, Q, K)
+    return explicit_attention(queries, Z, key_norms, Z, gamma / math.sqrt(Q.shape[-2])) @ V.transpose(-1, -2)
 
 
 def _narrow_terms(Z: torch.Tensor, Q: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
