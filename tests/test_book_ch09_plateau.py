@@ -10,6 +10,7 @@ import torch
 from kmtrf_core import ClusterTransformer, sample_tasks
 from kmtrf_core.book.ch09_plateau import (READINGS, drop_story, drop_table, layer_readings, plateau_story,
                                           plateau_summary, plateau_trace)
+from kmtrf_core.book.uncertainty import seed_range
 from kmtrf_core.training import TrainConfig, train
 from kmtrf_core.training.convergence import validation_curve
 
@@ -68,6 +69,8 @@ def test_summary_and_drop_table():
     assert two.loc["base", ("earliest_seed", "OH")] == 200 and two.loc["base", ("latest_seed", "OH")] == 300
     assert two.loc["one never", ("earliest_seed", "OH")] == 300
     assert math.isnan(two.loc["one never", ("latest_seed", "OH")])  # a seed never dropped
+    with pytest.raises(ValueError, match="seed"):
+        seed_range(pd.Series([1.0, 2.0], index=pd.Index([0, 1], name="seed")))  # nothing to group by
 
 
 def _drops(rows: dict) -> pd.DataFrame:

@@ -40,6 +40,7 @@ from ..training.config import layer_for
 from ..training.convergence import flattening
 from ..validation import check_int, check_table
 from .plotting import SCHEME_COLORS
+from .uncertainty import seed_range
 
 __all__ = ["READINGS", "drop_story", "drop_table", "layer_readings", "plateau_figure", "plateau_story", "plateau_summary",
            "plateau_trace"]
@@ -244,10 +245,8 @@ def drop_table(base_history, variations: dict, base_label: str = "base") -> pd.D
     rows = {}
     for label, history in {base_label: base_history, **variations}.items():
         table = flattening(history, by=["scheme"])
-        at = flattening(history, by=["scheme", "seed"])["below_lloyd_at"]
-        table["earliest_seed"] = at.groupby(level="scheme").min()  # NaN only where no seed got below
-        table["latest_seed"] = at.groupby(level="scheme").max().where(  # NaN: some seed never did
-            ~at.isna().groupby(level="scheme").any())
+        table["earliest_seed"], table["latest_seed"] = seed_range(
+            flattening(history, by=["scheme", "seed"])["below_lloyd_at"])
         table.index = table.index.str.upper()
         rows[label] = table[["below_lloyd_at", "earliest_seed", "latest_seed", "steps", "final"]].unstack()
     return pd.DataFrame(rows).T.round(3)

@@ -36,7 +36,7 @@ from .claims import MARGIN, Finding, below_finding
 from .groups import SIX_CURVES, RunGroup
 from .plotting import six_curve_figure
 from .timing import Stopwatch, timed
-from .uncertainty import combine, compare, point_value
+from .uncertainty import combine, compare, point_value, seed_range
 
 __all__ = ["Ablation", "ablation", "convergence_finding", "figure2_claims", "figure2_samples", "learned_step_finding"]
 
@@ -301,10 +301,7 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
     speed = d_summary["steps_to_converge"]
     seeds = "seed" in speed.index.names
     if seeds:  # one row per seed: the range over seeds (a seed that never converged is infinitely slow)
-        levels = [name for name in speed.index.names if name != "seed"]
-        grouped = speed.groupby(level=levels)
-        first = grouped.min().fillna(math.inf)
-        last = grouped.max().where(~speed.isna().groupby(level=levels).any(), math.inf).fillna(math.inf)
+        first, last = (steps.fillna(math.inf) for steps in seed_range(speed))
     else:  # medians over seeds; NaN (never converged) is infinitely slow, as for a seed
         first = last = speed.fillna(math.inf)
     ds = first.index.get_level_values(0)

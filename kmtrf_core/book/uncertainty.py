@@ -17,6 +17,9 @@ numbers:
 * :func:`equivalent`: the verdict of "``a`` and ``b`` are the same within
   ``margin``": ``"reproduced"`` only when the whole interval lies inside it;
 * :func:`combine`: one verdict from several checks.
+* :func:`seed_range`: for a step (where a run first beat Lloyd, or
+  converged) read per seed, the earliest and latest seed: where a few seeds
+  give no interval, a comparison of steps needs the two ranges apart.
 
 The samples are per-task ratios, ``(S, B)`` for ``S`` seeds and ``B`` tasks
 (or ``(B,)``), from :func:`~kmtrf_core.evaluate.task_ratios`.
@@ -27,11 +30,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from ..validation import check_int, check_number
 
 __all__ = ["Comparison", "INTERVAL_LEVEL", "RESAMPLES", "bootstrap_interval", "combine", "compare", "equivalent",
-           "point_value", "ratio_interval"]
+           "point_value", "ratio_interval", "seed_range"]
 
 INTERVAL_LEVEL = 0.95
 """The confidence level of every interval the book states."""
@@ -318,3 +322,23 @@ def combine(verdicts) -> str:
     if any(v == "not reproduced" for v in verdicts):
         return "not reproduced"
     return "inconclusive"
+
+
+def seed_range(steps: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """The earliest and the latest of a step over seeds, per group (every index level but ``seed``).
+
+    Where a few seeds give no interval, their range stands in for one (chapter 9's speed verdicts).
+
+    A seed's NaN means it never got there: the earliest is NaN only where no
+    seed got there, the latest wherever some seed did not.
+
+    >>> index = pd.MultiIndex.from_product([["bn", "oh"], [0, 1]], names=["scheme", "seed"])
+    >>> earliest, latest = seed_range(pd.Series([300.0, float("nan"), 100.0, 200.0], index=index))
+    >>> earliest.tolist(), latest.tolist()
+    ([300.0, 100.0], [nan, 200.0])
+    """
+    levels = [name for name in steps.index.names if name != "seed"]
+    if len(levels) == len(steps.index.names) or not levels:
+        raise ValueError(f"steps must be indexed by 'seed' and at least one other level, got {steps.index.names}")
+    grouped = steps.groupby(level=levels)
+    return grouped.min(), grouped.max().where(~steps.isna().groupby(level=levels).any())
