@@ -159,7 +159,7 @@ def test_the_fused_pass_names_a_wrong_input():
             ((X, x2, C.astype(np.float32)), {}, "C must be"), ((X, x2, C, np.ones(4)), {}, "w must be"),
             ((X, x2, C), {"labels": np.zeros(10, dtype=np.int64)}, "labels must be"),
             ((X, x2, C), {"labels": np.zeros(9, dtype=np.int32)}, "labels must be"),
-            ((X, x2, C), {"chunk": 0}, "chunk must be")]:
+            ((X, x2, C), {"chunk": 0}, "chunk must be"), ((X, x2, C[:0]), {}, "at least one center")]:
         with pytest.raises(ValueError, match=match):
             fused.fused_lloyd_pass(*args, **kwargs)
 

@@ -187,6 +187,8 @@ def fused_lloyd_pass(X: np.ndarray, x2: np.ndarray, C: np.ndarray, w: np.ndarray
             raise ValueError(f"{name} must be a {X.dtype} array of shape {shape} (None: any) for X of shape "
                              f"{X.shape}, got {type(array).__name__} {getattr(array, 'dtype', '')} "
                              f"{getattr(array, 'shape', '')}")
+    if C.shape[0] == 0:  # the kernel starts from center 0: with none it would read past the array
+        raise ValueError(f"C must hold at least one center, got shape {C.shape}")
     if labels is None:
         labels = np.full(n, -1, dtype=np.int32)
     elif not (isinstance(labels, np.ndarray) and labels.dtype == np.int32 and labels.shape == (n,)
