@@ -70,6 +70,8 @@ def test_summary_and_drop_table():
     assert two.loc["one never", ("earliest_seed", "OH")] == 300
     assert math.isnan(two.loc["one never", ("latest_seed", "OH")])  # a seed never dropped
     with pytest.raises(ValueError, match="seed"):
+        drop_table(history.drop(columns="seed"), {})
+    with pytest.raises(ValueError, match="seed"):
         seed_range(pd.Series([1.0, 2.0], index=pd.Index([0, 1], name="seed")))  # nothing to group by
 
 

@@ -244,6 +244,7 @@ def drop_table(base_history, variations: dict, base_label: str = "base") -> pd.D
     """
     rows = {}
     for label, history in {base_label: base_history, **variations}.items():
+        check_table(history, f"the history of {label!r}", ["scheme", "seed", "step", "val_relative_loss"])
         table = flattening(history, by=["scheme"])
         table["earliest_seed"], table["latest_seed"] = seed_range(
             flattening(history, by=["scheme", "seed"])["below_lloyd_at"])
