@@ -12,6 +12,7 @@ from kmtrf_core.book.ch13_cauchy import (
     family_training_finding,
     gap_finding,
     margin_report,
+    settling_ranges,
     smoothing_margins,
 )
 from kmtrf_core.landscape import Landscape
@@ -42,17 +43,59 @@ def test_family_training_finding():
         return {(family, scheme): value + noise for family, value in values.items() for scheme in ("oh", "bn")}
 
     held = samples(per_family.final_val_relative)
-    finding = family_training_finding(per_family, 10, held)
+    # every family's runs settle between 20 and 40 steps, cauchy's too: no family ahead
+    settling = _settling({family: (20.0, 40.0) for family in FAMILIES})
+    finding = family_training_finding(per_family, 10, held, settling)
     assert finding.verdict == "reproduced"
     assert finding.value.startswith("held-out ratio to one Lloyd step, own family: cauchy OH 2.00")
     assert finding.value.endswith("cauchy worse in 8 of 8 (family, embedding) pairs on 95% intervals")
-    assert finding.report.endswith("-> not reproduced (a tie at this validation interval)")
-    faster = per_family.assign(steps_to_converge=[20.0, 10.0, 30.0, 40.0, 20.0])
-    assert family_training_finding(faster, 10, held).report.endswith("steps) -> reproduced")
+    assert finding.report.splitlines()[-1].endswith(
+        "cauchy's runs at 20-40, the other families' at 20-40; every cauchy seed at least one validation "
+        "interval ahead of every seed of the other family, per configuration and family: ahead in 0 of 8, "
+        "behind in 0 -> inconclusive")
+    # cauchy's last seed settles at 10, one interval before the others' first: ahead
+    ahead = _settling({**{family: (20.0, 40.0) for family in FAMILIES}, "cauchy": (10.0, 10.0)})
+    assert family_training_finding(per_family, 10, held, ahead).report.endswith("ahead in 8 of 8, behind in 0 -> "
+                                                                                "reproduced")
+    # closer than one interval (15 vs 20) is not ahead; a family that never settles is behind everything
+    close = _settling({**{family: (20.0, 40.0) for family in FAMILIES}, "cauchy": (10.0, 15.0),
+                       "gumbel": (30.0, np.inf)})
+    assert family_training_finding(per_family, 10, held, close).report.endswith("ahead in 2 of 8, behind in 0 -> "
+                                                                                "partly")
+    late = _settling({**{family: (10.0, 20.0) for family in FAMILIES}, "cauchy": (30.0, np.inf)})
+    assert family_training_finding(per_family, 10, held, late).report.endswith("ahead in 0 of 8, behind in 8 -> "
+                                                                               "not reproduced")
     better = samples(per_family.final_val_relative.replace(2.0, 1.1))  # cauchy ties gumbel, beats the rest
-    assert family_training_finding(per_family, 10, better).verdict == "partly"
+    assert family_training_finding(per_family, 10, better, settling).verdict == "partly"
     best = samples(per_family.final_val_relative.replace(2.0, 0.5))
-    assert family_training_finding(per_family, 10, best).verdict == "not reproduced"
+    assert family_training_finding(per_family, 10, best, settling).verdict == "not reproduced"
+    with pytest.raises(ValueError, match="latest"):
+        family_training_finding(per_family, 10, held, settling.drop(columns="latest"))
+
+
+def _settling(ranges: dict) -> pd.DataFrame:
+    """A settling table from ``family -> (earliest, latest)``, the same for OH and BN (L2)."""
+    index = pd.MultiIndex.from_tuples([(family, scheme, "l2") for family in ranges for scheme in ("oh", "bn")],
+                                      names=["family", "scheme", "omega"])
+    values = [ranges[family] for family, _, _ in index]
+    return pd.DataFrame(values, index=index, columns=["earliest", "latest"]).assign(seeds=2)
+
+
+def test_settling_ranges_reads_each_seed():
+    rows = []
+    # seed 0 settles at step 10, seed 1 at 20 (90% of its improvement), seed 2 never improves
+    for seed, curve in enumerate(([3.0, 1.0, 1.0], [3.0, 2.0, 1.0], [1.0, 1.0, 1.0])):
+        for step, val in zip((0, 10, 20), curve):
+            rows.append(dict(family="cauchy", scheme="bn", omega="l2", seed=seed, step=step,
+                             train_loss=np.nan if step == 0 else 1.0, val_relative_loss=val))
+    history = pd.DataFrame(rows)
+    table = settling_ranges(history[history.seed < 2])
+    assert table.loc[("cauchy", "bn", "l2")].tolist() == [10.0, 20.0, 2]
+    table = settling_ranges(history)
+    assert table.loc[("cauchy", "bn", "l2")].tolist() == [10.0, np.inf, 3]  # a seed never settles: inf
+    assert settling_ranges(history[history.seed == 2]).earliest.tolist() == [np.inf]
+    with pytest.raises(ValueError, match="seed"):
+        settling_ranges(history.drop(columns="seed"))
 
 
 def _landscape(gap, kmeans=10.0):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kmtrf_core.book.uncertainty import bootstrap_interval, combine, compare
+from kmtrf_core.book.uncertainty import bootstrap_interval, combine, compare, range_ahead, range_text
 
 
 def test_the_interval_covers_the_true_mean_at_about_its_level():
@@ -61,3 +61,20 @@ def test_combine():
         combine([])
     with pytest.raises(ValueError, match="verdicts"):
         combine(["maybe"])
+
+
+def test_range_ahead_and_range_text():
+    assert range_ahead((800.0, 1100.0), (1300.0, 1600.0), 200) == "reproduced"  # exactly the margin
+    assert range_ahead((800.0, 1101.0), (1300.0, 1600.0), 200) == "inconclusive"
+    assert range_ahead((1300.0, 1600.0), (800.0, 1100.0), 200) == "not reproduced"
+    assert range_ahead((800.0, 1100.0), (900.0, 1000.0), 0) == "inconclusive"  # nested
+    inf = float("inf")
+    assert range_ahead((800.0, 900.0), (1000.0, inf), 100) == "reproduced"  # a seed that never gets there
+    assert range_ahead((inf, inf), (inf, inf), 100) == "inconclusive"  # neither gets there
+    assert range_ahead((inf, inf), (100.0, 200.0), 100) == "not reproduced"
+    for a, b, margin, match in (((float("nan"), 1.0), (1.0, 2.0), 0, "NaN"), ((2.0, 1.0), (1.0, 2.0), 0, "after"),
+                                ((1.0,), (1.0, 2.0), 0, "pairs"), ((1.0, 2.0), (1.0, 2.0), -1, "margin")):
+        with pytest.raises(ValueError, match=match):
+            range_ahead(a, b, margin)
+    assert [range_text(*pair) for pair in ((1300.0, 1600.0), (5.0, 5.0), (900.0, inf), (inf, inf))] == [
+        "1300-1600", "5", "900-never", "never"]

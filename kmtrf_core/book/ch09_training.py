@@ -36,7 +36,7 @@ from .claims import MARGIN, Finding, below_finding
 from .groups import SIX_CURVES, RunGroup
 from .plotting import six_curve_figure
 from .timing import Stopwatch, timed
-from .uncertainty import combine, compare, point_value, seed_range
+from .uncertainty import combine, compare, point_value, range_ahead, range_text, seed_range
 
 __all__ = ["Ablation", "ablation", "convergence_finding", "figure2_claims", "figure2_samples", "learned_step_finding"]
 
@@ -317,24 +317,14 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
     (oh_first, oh_last), (bn_first, bn_last) = steps(d_small, "oh"), steps(d_small, "bn")
     spread = "range over seeds" if seeds else "medians over seeds"
     rows.append((f"OH converges faster than BN at d={d_small} (L2, steps to 90%)",
-                 f"OH {_range(oh_first, oh_last)} vs BN {_range(bn_first, bn_last)} ({spread}; margin "
+                 f"OH {range_text(oh_first, oh_last)} vs BN {range_text(bn_first, bn_last)} ({spread}; margin "
                  f"{steps_margin} steps)",
-                 _seeds_apart(oh_first, oh_last, bn_first, bn_last, steps_margin)))
+                 range_ahead((oh_first, oh_last), (bn_first, bn_last), steps_margin)))
     gap_small, gap_large = gap(d_small), gap(d_large)
     rows.append((f"the OH/BN difference shrinks from d={d_small} to d={d_large}",
                  f"BN - OH: {_span(*gap_small)} steps -> {_span(*gap_large)} steps (margin {steps_margin} steps)",
                  _shrinks(gap_small, gap_large, steps_margin)))
     return pd.DataFrame(rows, columns=list(FIGURE2_COLUMNS))
-
-
-def _seeds_apart(oh_first: float, oh_last: float, bn_first: float, bn_last: float, margin: int) -> str:
-    """OH faster (``"reproduced"``) when its slowest seed is ``margin`` steps ahead of BN's fastest; the
-    mirror image is ``"not reproduced"``; otherwise (or with NaN) ``"inconclusive"``. Never is ``inf``."""
-    if math.isfinite(oh_last) and oh_last + margin <= bn_first:
-        return "reproduced"
-    if math.isfinite(bn_last) and bn_last + margin <= oh_first:
-        return "not reproduced"
-    return "inconclusive"
 
 
 def _shrinks(small: tuple, large: tuple, margin: int) -> str:
@@ -445,8 +435,8 @@ def convergence_finding(drops: pd.DataFrame, margin: int) -> Finding:
             math.inf if math.isnan(value) else float(value)
             for value in (row[("earliest_seed", "OH")], row[("latest_seed", "OH")],
                           row[("earliest_seed", "BN")], row[("latest_seed", "BN")]))
-        outcomes.append(_seeds_apart(oh_first, oh_last, bn_first, bn_last, margin))
-        parts.append(f"{label} {_range(oh_first, oh_last)} vs {_range(bn_first, bn_last)}")
+        outcomes.append(range_ahead((oh_first, oh_last), (bn_first, bn_last), margin))
+        parts.append(f"{label} {range_text(oh_first, oh_last)} vs {range_text(bn_first, bn_last)}")
     overall = combine(outcomes)
     faster, slower, open_ = (outcomes.count(v) for v in ("reproduced", "not reproduced", "inconclusive"))
     tail = ", ".join(t for t in (f"{slower} slower" if slower else "",
@@ -459,14 +449,3 @@ def convergence_finding(drops: pd.DataFrame, margin: int) -> Finding:
                          f"least {margin} steps before every BN seed",
                    report=f"OH faster in {faster} of {len(outcomes)} configurations"
                           + (f", {tail}" if tail else "") + f" -> {overall}")
-
-
-def _range(first: float, last: float) -> str:
-    """``"1300-1600"`` (earliest and latest seed), ``"1300"`` (they agree), ``"never"``."""
-    if first == last or not (math.isfinite(first) or math.isfinite(last)):
-        return _step(first)
-    return f"{_step(first)}-{_step(last)}"
-
-
-def _step(value) -> str:
-    return f"{value:.0f}" if math.isfinite(value) else "never"

@@ -19,7 +19,10 @@ numbers:
 * :func:`combine`: one verdict from several checks.
 * :func:`seed_range`: for a step (where a run first beat Lloyd, or
   converged) read per seed, the earliest and latest seed: where a few seeds
-  give no interval, a comparison of steps needs the two ranges apart.
+  give no interval, a comparison of steps needs the two ranges apart;
+* :func:`range_ahead`: that comparison, "every seed of ``a`` at least
+  ``margin`` steps before every seed of ``b``"; :func:`range_text` writes
+  such a range.
 
 The samples are per-task ratios, ``(S, B)`` for ``S`` seeds and ``B`` tasks
 (or ``(B,)``), from :func:`~kmtrf_core.evaluate.task_ratios`.
@@ -27,6 +30,7 @@ The samples are per-task ratios, ``(S, B)`` for ``S`` seeds and ``B`` tasks
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -35,7 +39,7 @@ import pandas as pd
 from ..validation import check_int, check_number
 
 __all__ = ["Comparison", "INTERVAL_LEVEL", "RESAMPLES", "bootstrap_interval", "combine", "compare", "equivalent",
-           "point_value", "ratio_interval", "seed_range"]
+           "point_value", "range_ahead", "range_text", "ratio_interval", "seed_range"]
 
 INTERVAL_LEVEL = 0.95
 """The confidence level of every interval the book states."""
@@ -342,3 +346,46 @@ def seed_range(steps: pd.Series) -> tuple[pd.Series, pd.Series]:
         raise ValueError(f"steps must be indexed by 'seed' and at least one other level, got {steps.index.names}")
     grouped = steps.groupby(level=levels)
     return grouped.min(), grouped.max().where(~steps.isna().groupby(level=levels).any())
+
+
+def range_ahead(a: tuple, b: tuple, margin: float) -> str:
+    """Whether the range over seeds ``a = (earliest, latest)`` is ahead of ``b`` by ``margin`` steps.
+
+    ``"reproduced"`` when ``a``'s latest seed is at least ``margin`` steps before ``b``'s earliest,
+    ``"not reproduced"`` for the mirror image, ``"inconclusive"`` when the ranges overlap or come
+    closer than ``margin``. A seed that never got there is ``inf`` (infinitely late); NaN is
+    refused, since :func:`seed_range` marks never with NaN and the caller decides what it means.
+
+    >>> range_ahead((800.0, 1100.0), (1400.0, 1600.0), 200), range_ahead((800.0, 1100.0), (1200.0, 1600.0), 200)
+    ('reproduced', 'inconclusive')
+    >>> range_ahead((900.0, float("inf")), (300.0, 600.0), 200)
+    'not reproduced'
+    """
+    values = [float(value) for value in (*a, *b)]
+    if len(values) != 4 or any(math.isnan(value) for value in values):
+        raise ValueError(f"a and b must be (earliest, latest) pairs of steps without NaN (inf for never), "
+                         f"got {a!r} and {b!r}")
+    if values[0] > values[1] or values[2] > values[3]:
+        raise ValueError(f"a range's earliest must not be after its latest, got {a!r} and {b!r}")
+    margin = check_number(margin, "margin", allow_zero=True)
+    (a_first, a_last), (b_first, b_last) = values[:2], values[2:]
+    if math.isfinite(a_last) and a_last + margin <= b_first:
+        return "reproduced"
+    if math.isfinite(b_last) and b_last + margin <= a_first:
+        return "not reproduced"
+    return "inconclusive"
+
+
+def range_text(first: float, last: float) -> str:
+    """A range of steps over seeds as the verdicts print it: ``"1300-1600"``, ``"1300"`` where the
+    seeds agree, ``"never"`` for ``inf`` or NaN.
+
+    >>> range_text(1300.0, 1600.0), range_text(1300.0, 1300.0), range_text(900.0, float("inf"))
+    ('1300-1600', '1300', '900-never')
+    """
+    def step(value) -> str:
+        return f"{value:.0f}" if math.isfinite(value) else "never"
+
+    if first == last or not (math.isfinite(first) or math.isfinite(last)):
+        return step(first)
+    return f"{step(first)}-{step(last)}"
