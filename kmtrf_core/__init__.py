@@ -7,7 +7,7 @@ The folders are the rooms:
   :mod:`~kmtrf_core.model`, :mod:`~kmtrf_core.construction`,
   :mod:`~kmtrf_core.lloyd`, :mod:`~kmtrf_core.objectives`,
   :mod:`~kmtrf_core.tasks`, :mod:`~kmtrf_core.lipschitz`,
-  :mod:`~kmtrf_core.evaluate`, :mod:`~kmtrf_core.landscape`,
+  :mod:`~kmtrf_core.evaluate`, :mod:`~kmtrf_core.padding`, :mod:`~kmtrf_core.landscape`,
   :mod:`~kmtrf_core.algorithms`,
   :mod:`~kmtrf_core.dissimilarity`), with :mod:`~kmtrf_core.validation`
   (argument checks) and :mod:`~kmtrf_core.device` (where tensors go);
@@ -59,9 +59,8 @@ from .evaluate import (
     final_ratios,
     lloyd_loss_trajectory,
     loss_trajectory,
-    pad_tasks,
-    padded_trajectory,
     relative_loss,
+    trajectory_losses,
     trajectory_table,
 )
 from .landscape import Landscape, filter_normalized_direction, loss_surface
@@ -89,6 +88,7 @@ from .objectives import (
     weight_gap,
     weight_gap_bound,
 )
+from .padding import PAD_FILLS, pad_tasks, padded_trajectory
 from .tasks import (
     FAMILIES,
     SHIFTS,
@@ -174,10 +174,13 @@ __all__ = [
     "final_ratios",
     "lloyd_loss_trajectory",
     "loss_trajectory",
+    "relative_loss",
+    "trajectory_losses",
+    "trajectory_table",
+    # padding (a layer on smaller tasks; Appendix A)
+    "PAD_FILLS",
     "pad_tasks",
     "padded_trajectory",
-    "relative_loss",
-    "trajectory_table",
     # algorithms (what a learned step resembles; Appendix A)
     "algorithm_distance",
     "compare_algorithms",

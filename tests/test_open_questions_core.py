@@ -8,16 +8,11 @@ import pytest
 import torch
 
 from kmtrf_core import ClusterTransformer, binary_codes, cluster_codes, kmeans_objective, lloyd, sample_tasks
-from kmtrf_core.evaluate import (
-    center_trajectory,
-    loss_trajectory,
-    pad_tasks,
-    padded_trajectory,
-    relative_loss,
-)
+from kmtrf_core.evaluate import center_trajectory, loss_trajectory, relative_loss
 from kmtrf_core.lipschitz import center_norm_sq
 from kmtrf_core.lloyd import lloyd_trajectory
 from kmtrf_core.objectives import smoothed_kmeans_loss, smoothed_point_losses
+from kmtrf_core.padding import pad_tasks, padded_trajectory
 from kmtrf_core.training import TrainConfig, train, train_cached
 from kmtrf_core.training.config import layer_for
 from kmtrf_core.training.runs import cache_key

@@ -1,7 +1,7 @@
 """Chapter 17 (``book/17_d_and_k.ipynb``): one layer for smaller ``d`` and ``k``, by padding (Appendix A).
 
-The padding is the paper room's (:func:`~kmtrf_core.evaluate.pad_tasks`,
-:func:`~kmtrf_core.evaluate.padded_trajectory`); the layers are the catalog's
+The padding is the paper room's (:func:`~kmtrf_core.padding.pad_tasks`,
+:func:`~kmtrf_core.padding.padded_trajectory`); the layers are the catalog's
 (groups ``openq_codes``, ``openq_wide_d``, ``openq_wide_k``). This module holds:
 
 * :func:`size_transfer`: layers of several sizes on tasks of several sizes, as one table;

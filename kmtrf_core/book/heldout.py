@@ -7,7 +7,7 @@ where needed (:func:`transfer_trajectories`), and reads the median ratio to
 Lloyd at chosen steps (:func:`ratio_at`), or per task (:func:`task_ratios`), the samples
 that a verdict's interval is drawn from (:mod:`~kmtrf_core.book.uncertainty`). The experiment's logic lives in the
 paper room (:func:`~kmtrf_core.evaluate.center_trajectory`,
-:func:`~kmtrf_core.evaluate.padded_trajectory`,
+:func:`~kmtrf_core.padding.padded_trajectory`,
 :func:`~kmtrf_core.evaluate.trajectory_table`); this module only arranges it.
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from ..evaluate import center_trajectory, lloyd_loss_trajectory, padded_trajectory
+from ..evaluate import center_trajectory, lloyd_loss_trajectory, trajectory_losses
 from ..model import check_model
-from ..lloyd import kmeans_objective
+from ..padding import padded_trajectory
 from ..tasks import sample_tasks
 from ..training import TrainConfig
 from ..validation import check_int, check_table
@@ -97,7 +97,7 @@ def transfer_trajectories(layers: dict, X: torch.Tensor, C: torch.Tensor, steps:
     ----------
     layers : dict
         Label -> a layer, or ``(layer, fill)`` to pad with that fill
-        (:func:`~kmtrf_core.evaluate.pad_tasks`); a layer whose ``(d, k)``
+        (:func:`~kmtrf_core.padding.pad_tasks`); a layer whose ``(d, k)``
         exceeds the tasks' is padded with the default fill.
     X, C : torch.Tensor
         The tasks.
@@ -164,15 +164,13 @@ def task_ratios(trajectories: dict, X: torch.Tensor, C: torch.Tensor) -> dict:
             raise ValueError(f"trajectories[{label!r}] must be centers (T + 1, (S,) B, k, d) for tasks of "
                              f"shape {tuple(C.shape)}")
         centers = centers if centers.dim() == 5 else centers.unsqueeze(1)
-        steps, seeds = centers.shape[0] - 1, centers.shape[1]
+        steps = centers.shape[0] - 1
         if reference is None:
             reference = lloyd_loss_trajectory(X, C, steps)  # (T + 1, B)
         elif reference.shape[0] != steps + 1:
             raise ValueError("trajectories must all have the same number of steps")
-        with torch.no_grad():
-            points = X.expand(steps + 1, seeds, *X.shape).reshape(-1, *X.shape[1:])
-            loss = kmeans_objective(points, centers.to(X.dtype).reshape(-1, *C.shape[1:]))
-            ratio = (loss.view(steps + 1, seeds, -1) / reference[:, None, :]).double()
+        with torch.no_grad():  # an overflowed task's loss is inf (trajectory_losses)
+            ratio = (trajectory_losses(X, centers.to(X.dtype)) / reference[:, None, :]).double()
         out[label] = torch.where(torch.isfinite(ratio), ratio, torch.full((), float("inf"), dtype=ratio.dtype)
                                  ).cpu().numpy()
     return out
