@@ -5,9 +5,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
-from kmtrf_core.book.ch10_multistep import multistep_findings, multistep_summary
+from kmtrf_core.book.ch10_multistep import multistep_findings, multistep_summary, step_changes
 from kmtrf_core.evaluate import final_ratios
+from kmtrf_core.lloyd import kmeans_objective, lloyd_trajectory
+from kmtrf_core.tasks import sample_tasks
 
 
 def test_multistep_summary_reads_step_one_and_the_last_step(step_table):
@@ -33,27 +36,87 @@ def test_multistep_summary_reads_step_one_and_the_last_step(step_table):
         assert row.ratio_to_lloyd_T == ratios[(model, "normal", row.mode)]
 
 
-@pytest.mark.parametrize("improves, ratios, expected", [
-    ([True, True, True], [0.9, 0.8, 2.0], "reproduced"),
-    ([True, True, False], [0.9, 0.8, 2.0], "partly"),
-    ([False, False, False], [1.5, 2.0, 0.5], "not reproduced"),
-    ([True, True, True], [1.5, 2.0, 0.5], "partly"),
-    ([True, True, True], [1.0, 0.8, 2.0], "partly"),  # OH at 1 +- 0.004: inconclusive, not a win
+NOISE = 0.05 * np.random.default_rng(0).standard_normal((2, 256))
+
+
+def _changes(naive: dict, reembed: dict) -> dict:
+    """``(mode, label) -> (after step 1, after T)`` from ``label -> (step-1 level, step-T level)`` plus noise."""
+    return {(mode, label): (first + NOISE, last + NOISE)
+            for mode, levels in (("naive", naive), ("reembed", reembed)) for label, (first, last) in levels.items()}
+
+
+@pytest.mark.parametrize("reembed_last, ratios, expected", [
+    ([0.8, 0.7, 1.1], [0.9, 0.8, 2.0], "reproduced"),
+    ([0.8, 0.7, 1.3], [0.9, 0.8, 2.0], "partly"),   # NA's step T above its step 1
+    ([1.3, 1.4, 1.3], [1.5, 2.0, 0.5], "not reproduced"),
+    ([0.8, 0.7, 1.1], [1.5, 2.0, 0.5], "partly"),
+    ([0.8, 0.7, 1.1], [1.0, 0.8, 2.0], "partly"),  # OH at 1 +- 0.004: inconclusive, not a win
+    ([0.995, 0.7, 1.1], [0.9, 0.8, 2.0], "partly"),  # OH improves by less than the margin: not a win
 ])
-def test_multistep_findings(improves, ratios, expected):
+def test_multistep_findings(reembed_last, ratios, expected):
     models = ["OH:L2", "BN:L2", "NA:L2"]
-    summary = pd.DataFrame({
-        "model": models * 2, "mode": ["naive"] * 3 + ["reembed"] * 3,
-        "improves_after_step1": [False, True, False] + improves,
-        "ratio_to_lloyd_T": [40.0, 50.0, 60.0] + ratios,
-        "diverged": [0.25, 0.0, 0.0, 0.0, 0.0, 0.0],
-    })
-    noise = 0.05 * np.random.default_rng(0).standard_normal((2, 256))
-    samples = {"OH:L2": ratios[0] + noise, "BN:L2": ratios[1] + noise}  # NA is left out of (iii)
-    naive, reembed = multistep_findings(summary, 7, samples)
+    # naive: OH overflows on one task and BN ends better than its step 1; NA ends worse
+    naive = {"OH:L2": (1.0, 40.0), "BN:L2": (1.0, 0.9), "NA:L2": (1.2, 60.0)}
+    changes = _changes(naive, {model: (1.0 if model != "NA:L2" else 1.2, last)
+                               for model, last in zip(models, reembed_last)})
+    changes[("naive", "OH:L2")][1][0, 3] = math.inf
+    samples = {"OH:L2": ratios[0] + NOISE, "BN:L2": ratios[1] + NOISE}  # NA is left out of (iii)
+    naive, reembed = multistep_findings(changes, 7, samples)
     assert naive.verdict == "partly"
-    assert naive.value == "2 of 3 configurations end worse after 7 steps than after step 1"
+    assert naive.value == ("2 of 3 configurations end worse after 7 steps than after step 1 (95% intervals, "
+                           "margin 0.01)")
     assert "(1 overflow on some tasks)" in naive.report
+    assert "OH:L2 step 1 - step T -inf" in naive.uncertainty
     assert reembed.verdict == expected
     assert "95% CI" in reembed.value and "NA" not in reembed.value
     assert reembed.report.count("\n") == 1
+    assert reembed.uncertainty.count("step T - step 1") == 3
+
+
+def test_multistep_findings_inside_the_noise_is_inconclusive():
+    # step T within 0.005 of step 1 on noisy tasks: neither worse (naive) nor improving (re-embedding)
+    # by the margin of 0.01, the interval holding -0.01
+    first, last = 0.05 * np.random.default_rng(1).standard_normal((2, 2, 256))
+    changes = {("naive", "OH:L2"): (1.0 + first, 1.005 + last), ("reembed", "OH:L2"): (1.0 + first, 0.995 + last)}
+    naive, reembed = multistep_findings(changes, 5, {"OH:L2": 0.9 + NOISE})
+    assert naive.verdict == "inconclusive"
+    assert reembed.verdict == "partly"  # (ii) inconclusive, (iii) reproduced
+    assert reembed.report.startswith("(ii) re-embedding: 0 of 1 configurations keep improving")
+    # exactly paired (no noise in the difference): 0.005 is decidedly less than the margin
+    exact = {("naive", "OH:L2"): (1.0 + NOISE, 1.005 + NOISE), ("reembed", "OH:L2"): (1.0 + NOISE, 0.995 + NOISE)}
+    naive, reembed = multistep_findings(exact, 5, {"OH:L2": 0.9 + NOISE})
+    assert naive.verdict == "not reproduced"
+    assert reembed.report.splitlines()[0].endswith("-> not reproduced")
+    with pytest.raises(ValueError, match="naive"):
+        multistep_findings({key: value for key, value in changes.items() if key[0] == "reembed"}, 5,
+                           {"OH:L2": 0.9 + NOISE})
+
+
+def test_step_changes_are_in_units_of_one_lloyd_step():
+    X, C = sample_tasks(6, 24, 2, 3, generator=3, dtype=torch.float64)
+    reference = lloyd_trajectory(X, C, 4)
+    lloyd_loss = kmeans_objective(X.expand(5, *X.shape).reshape(-1, *X.shape[1:]),
+                                  reference.centers.reshape(-1, *C.shape[1:])).view(5, -1)
+    stay = C.expand(5, *C.shape)  # a "layer" that never moves the centers
+    two = torch.stack([reference.centers, stay], dim=1)  # two members: Lloyd and standing still
+    out = step_changes({("normal", "reembed", ("oh", "l2")): two,
+                        ("normal", "naive", ("oh", "l2")): reference.centers}, X, C)
+    assert sorted(out) == [("naive", "OH:L2"), ("reembed", "OH:L2")]
+    first, last = out[("reembed", "OH:L2")]
+    assert first.shape == last.shape == (2, 6)
+    expected_lloyd = (lloyd_loss[4] / lloyd_loss[1]).numpy()
+    np.testing.assert_allclose(first[0], 1.0, rtol=1e-12)
+    np.testing.assert_allclose(last[0], expected_lloyd, rtol=1e-12)
+    start = (kmeans_objective(X, C) / lloyd_loss[1]).numpy()
+    np.testing.assert_allclose(first[1], start, rtol=1e-12)
+    np.testing.assert_allclose(last[1], start, rtol=1e-12)
+    assert out[("naive", "OH:L2")][0].shape == (1, 6)
+    # overflowed centers: inf at that task
+    blown = reference.centers.clone()
+    blown[4, 2] = math.inf
+    _, last = step_changes({("normal", "naive", ("na", "ne")): blown}, X, C)[("naive", "NA:NE")]
+    assert math.isinf(last[0, 2]) and np.isfinite(np.delete(last[0], 2)).all()
+    for bad, match in (({}, "non-empty"), ({("a", "naive", "x"): blown, ("b", "naive", "x"): blown}, "one test"),
+                       ({("normal", "naive", ("oh", "l2")): reference.centers[:1]}, "steps")):
+        with pytest.raises(ValueError, match=match):
+            step_changes(bad, X, C)

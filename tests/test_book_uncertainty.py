@@ -78,3 +78,13 @@ def test_range_ahead_and_range_text():
             range_ahead(a, b, margin)
     assert [range_text(*pair) for pair in ((1300.0, 1600.0), (5.0, 5.0), (900.0, inf), (inf, inf))] == [
         "1300-1600", "5", "900-never", "never"]
+
+
+def test_a_task_that_diverged_on_both_sides_has_no_difference():
+    a = np.ones((2, 8))
+    b = np.full((2, 8), 2.0)
+    a[1, 3] = b[1, 3] = np.inf
+    with pytest.raises(ValueError, match="both sides"):
+        compare(a, b)
+    b[1, 3] = 5.0  # one side only: that side does not beat the other
+    assert compare(b, a).verdict == "reproduced" and compare(a, b).verdict == "not reproduced"

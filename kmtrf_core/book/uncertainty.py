@@ -117,6 +117,9 @@ def bootstrap_interval(samples, *, level: float = INTERVAL_LEVEL, resamples: int
         b = _samples(minus, "minus")
         if b.shape != a.shape:
             raise ValueError(f"minus must have the shape of samples {a.shape}, got {b.shape}")
+        if (np.isinf(a) & (a == b)).any():
+            raise ValueError("samples and minus are the same infinity on a task (it diverged on both sides): "
+                             "their difference is undefined")
         a = a - b
     check_number(level, "level")
     if not level < 1:
