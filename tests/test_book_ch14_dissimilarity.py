@@ -9,13 +9,14 @@ from scipy.stats import spearmanr
 from kmtrf_core import ClusterTransformer, evaluate_models
 from kmtrf_core.book import VERDICTS
 from kmtrf_core.book.ch14_dissimilarity import (
+    block_draws,
     distance_quantiles,
     emd_finding,
     emd_transfer_finding,
     family_emd,
     transfer_correlation,
 )
-from kmtrf_core.dissimilarity import block_labels, distance_samples, emd_matrix
+from kmtrf_core.dissimilarity import block_labels, block_summary, distance_samples, emd_matrix
 from kmtrf_core.evaluate import family_matrix
 from kmtrf_core.tasks import FAMILIES, family_tasks
 from kmtrf_core.training import TrainConfig
@@ -46,6 +47,54 @@ def test_emd_finding():
     assert "Closest family to cauchy: lognormal (the paper: laplace)." in finding.report
     blocks.loc["cauchy", "cauchy"] = 0.9
     assert emd_finding(blocks, 16).verdict == "not reproduced"
+
+
+def _emd_tasks(cauchy_far: float, spread: float, m: int = 8, seed: int = 0):
+    """An EMD matrix of 1-D tasks: four families near 0, cauchy at ``cauchy_far``, each task jittered by
+    ``spread``."""
+    rng = np.random.default_rng(seed)
+    centers = [cauchy_far if family == "cauchy" else 0.0 for family in FAMILIES for _ in range(m)]
+    points = np.asarray(centers) + spread * rng.standard_normal(len(centers))
+    D = np.abs(points[:, None] - points[None, :])
+    labels = [family for family in FAMILIES for _ in range(m)]
+    return D, labels
+
+
+def test_block_draws_resample_tasks_within_families():
+    D, labels = _emd_tasks(1.0, 0.3)
+    draws = block_draws(D, labels, resamples=3000, seed=1)
+    blocks = block_summary(D, labels).to_numpy()
+    assert draws.shape == (3000, 5, 5) and np.isfinite(draws).all()
+    np.testing.assert_allclose(draws.mean(axis=0), blocks, rtol=0.05)  # the bootstrap centres on the table
+    np.testing.assert_allclose(draws, np.swapaxes(draws, 1, 2))
+    np.testing.assert_array_equal(draws, block_draws(D, labels, resamples=3000, seed=1))
+    # two tasks a family: a draw keeps both (one task twice has no pair), so the within mean is exact
+    two = block_draws(D[:2, :2], ["a", "a"], resamples=20)
+    np.testing.assert_array_equal(two[:, 0, 0], D[0, 1])
+    with pytest.raises(ValueError, match="two tasks"):
+        block_draws(D[:3, :3], ["a", "a", "b"])
+    with pytest.raises(ValueError, match="one label per task"):
+        block_draws(D, labels[:-1])
+
+
+@pytest.mark.parametrize("far, spread, expected", [(3.0, 0.2, "reproduced"), (0.5, 0.6, "inconclusive"),
+                                                   (0.0, 1.0, "not reproduced")])
+def test_emd_finding_on_intervals(far, spread, expected):
+    D, labels = _emd_tasks(far, spread, m=16)
+    blocks = block_summary(D, labels)
+    if expected == "not reproduced":  # cauchy's tasks spread far apart from each other, the rest tight
+        rng = np.random.default_rng(3)
+        points = np.where(np.asarray(labels) == "cauchy", 4 * rng.standard_normal(len(labels)),
+                          0.05 * rng.standard_normal(len(labels)))
+        D = np.abs(points[:, None] - points[None, :])
+        blocks = block_summary(D, labels)
+    finding = emd_finding(blocks, 16, draws=block_draws(D, labels))
+    assert finding.verdict == expected
+    assert "95% interval [" in finding.uncertainty and "separation" in finding.report
+    with pytest.raises(ValueError, match="draws"):
+        emd_finding(blocks, 16, draws=np.zeros((10, 4, 4)))
+    with pytest.raises(ValueError, match="cauchy"):
+        emd_finding(blocks.drop(index="cauchy", columns="cauchy"), 16)
 
 
 def test_distance_quantiles():

@@ -5,7 +5,8 @@ train-family x test-family table is chapter 11's
 (:func:`~kmtrf_core.book.ch11_generalization.family_generalization`). This module holds:
 
 * :func:`family_emd`, :class:`EmdResult`: the pairwise EMD between fresh tasks of every family;
-* :func:`emd_finding`, :func:`distance_quantiles`: Figure 9 and the claim ``emd_structure``;
+* :func:`emd_finding`, :func:`block_draws`, :func:`distance_quantiles`: Figure 9 and the claim
+  ``emd_structure`` (on a 95% interval over tasks resampled within families);
 * :func:`transfer_correlation`, :func:`emd_transfer_finding`: do dissimilar
   families transfer worse? (the claim ``emd_predicts_transfer``).
 """
@@ -23,12 +24,14 @@ from ..dissimilarity import block_labels, distance_samples, emd_matrix
 from ..evaluate import family_matrix
 from ..tasks import FAMILIES, family_tasks
 from ..training import TrainConfig
+from ..validation import check_int
 from .claims import Finding, verdict
 from .groups import PAPER_SCHEMES
 from .plotting import l2_label
 from .timing import timed
+from .uncertainty import INTERVAL_LEVEL, RESAMPLES
 
-__all__ = ["EmdResult", "distance_quantiles", "emd_finding", "emd_transfer_finding", "family_emd",
+__all__ = ["EmdResult", "block_draws", "distance_quantiles", "emd_finding", "emd_transfer_finding", "family_emd",
            "transfer_correlation"]
 
 
@@ -89,7 +92,70 @@ def family_emd(base: TrainConfig, tasks_per_family: int, seed: int,
     return EmdResult(D, block_labels(tasks), samples, clock.seconds)
 
 
-def emd_finding(blocks, tasks_per_family: int) -> Finding:
+def block_draws(D, labels, resamples: int = RESAMPLES, seed: int = 0) -> np.ndarray:
+    """Bootstrap draws of the family-block mean EMDs, the tasks resampled within each family.
+
+    Each draw picks every family's tasks again with replacement and recomputes
+    :func:`~kmtrf_core.dissimilarity.block_summary` (off-diagonal pairs within a
+    family). A task drawn twice is not paired with itself: within a family only
+    pairs of distinct original tasks count, so repeats do not add zeros.
+
+    Parameters
+    ----------
+    D : array ``(N, N)``
+        The EMD matrix (zero diagonal), e.g. :attr:`EmdResult.D`.
+    labels : sequence of length ``N``
+        The family of each task; every family needs at least two tasks.
+    resamples, seed : int
+        Draws, and the seed of the resampling.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(resamples, F, F)``, families in order of first appearance.
+
+    Examples
+    --------
+    >>> D = np.array([[0, 1, 5, 5], [1, 0, 5, 5], [5, 5, 0, 2], [5, 5, 2, 0]], dtype=float)
+    >>> draws = block_draws(D, ["a", "a", "b", "b"], resamples=50)
+    >>> draws.shape, np.unique(draws[:, 0, 0]).tolist(), np.unique(draws[:, 0, 1]).tolist()
+    ((50, 2, 2), [1.0], [5.0])
+    """
+    D = np.asarray(D, dtype=np.float64)
+    labels = list(labels)
+    if D.ndim != 2 or D.shape[0] != D.shape[1] or len(labels) != D.shape[0]:
+        raise ValueError(f"D must be a square matrix with one label per task, got shape {D.shape} and "
+                         f"{len(labels)} labels")
+    check_int(resamples, "resamples")
+    families = list(dict.fromkeys(labels))
+    members = [np.nonzero(np.asarray(labels, dtype=object) == family)[0] for family in families]
+    if min(len(m) for m in members) < 2:
+        raise ValueError("every family needs at least two tasks to resample pairs of distinct tasks")
+    rng = np.random.default_rng(seed)
+    counts = [_draw_counts(rng, len(m), resamples) for m in members]  # per family (R, m): times each task is drawn
+    out = np.empty((resamples, len(families), len(families)))
+    for i, (rows, a) in enumerate(zip(members, counts)):
+        for j, (cols, b) in enumerate(zip(members, counts)):
+            block = D[np.ix_(rows, cols)]
+            if i == j:
+                block = block * (1 - np.eye(len(rows)))  # a task with itself never counts
+                pairs = a.sum(axis=1) ** 2 - (a ** 2).sum(axis=1)
+            else:
+                pairs = a.sum(axis=1) * b.sum(axis=1)
+            out[:, i, j] = np.einsum("ri,ij,rj->r", a, block, b) / pairs
+    return out
+
+
+def _draw_counts(rng, m: int, resamples: int) -> np.ndarray:
+    """How often each of ``m`` tasks is drawn, per resample; a draw of fewer than two distinct tasks (no pair
+    to average) is drawn again."""
+    counts = rng.multinomial(m, np.full(m, 1 / m), size=resamples)
+    while (bad := np.nonzero((counts > 0).sum(axis=1) < 2)[0]).size:
+        counts[bad] = rng.multinomial(m, np.full(m, 1 / m), size=bad.size)
+    return counts.astype(float)
+
+
+def emd_finding(blocks, tasks_per_family: int, draws=None) -> Finding:
     """Figure 9: are cauchy tasks far from the others, which are close to each other? (chapter 14)
 
     Parameters
@@ -98,13 +164,18 @@ def emd_finding(blocks, tasks_per_family: int) -> Finding:
         Family-block mean EMDs, from :func:`~kmtrf_core.dissimilarity.block_summary`.
     tasks_per_family : int
         For the text.
+    draws : numpy.ndarray, optional
+        :func:`block_draws` of the same matrix (families in the order of ``blocks``). With them
+        the verdict is decided on the 95% interval of the separation (below); without, on the
+        point values.
 
     Returns
     -------
     Finding
-        For the claim ``emd_structure``: reproduced when the mean EMD from
-        cauchy to the others exceeds both the mean within cauchy and the mean
-        among the others; the report names the family closest to cauchy.
+        For the claim ``emd_structure``: reproduced when the separation, the mean EMD from
+        cauchy to the others minus the larger of the mean within cauchy and the mean among the
+        others, is above 0 (its whole interval, with ``draws``); not reproduced when below;
+        inconclusive when the interval holds 0. The report names the family closest to cauchy.
 
     Examples
     --------
@@ -115,23 +186,44 @@ def emd_finding(blocks, tasks_per_family: int) -> Finding:
     >>> finding.verdict, finding.report.splitlines()[1]
     ('reproduced', 'Closest family to cauchy: laplace (the paper: laplace).')
     """
+    if "cauchy" not in blocks.index or len(blocks.index) < 3 or list(blocks.index) != list(blocks.columns):
+        raise ValueError(f"blocks must be a square family table holding cauchy and at least two other families, "
+                         f"got {list(blocks.index)}")
     others = [f for f in blocks.index if f != "cauchy"]
-    within = blocks.loc["cauchy", "cauchy"]
-    to_others = blocks.loc["cauchy", others].mean()
-    among = blocks.loc[others, others].to_numpy().mean()
-    separated = bool(to_others > max(within, among))
+    within, to_others, among = _separation_parts(blocks.to_numpy()[None], list(blocks.index))
+    separation = float(to_others[0] - max(within[0], among[0]))
+    interval = ""
+    if draws is None:
+        outcome = verdict(separation > 0)
+    else:
+        draws = np.asarray(draws, dtype=float)
+        if draws.ndim != 3 or draws.shape[1:] != blocks.shape:
+            raise ValueError(f"draws must be (R, {len(blocks)}, {len(blocks)}) block means, got shape {draws.shape}")
+        w, t, a = _separation_parts(draws, list(blocks.index))
+        tail = 100 * (1 - INTERVAL_LEVEL) / 2
+        low, high = np.percentile(t - np.maximum(w, a), [tail, 100 - tail])
+        outcome = "reproduced" if low > 0 else "not reproduced" if high < 0 else "inconclusive"
+        interval = (f"; separation {separation:+.4f}, {INTERVAL_LEVEL:.0%} interval [{low:+.4f}, {high:+.4f}] "
+                    f"over tasks resampled within families")
     lines = [
-        f"Mean EMD within cauchy {within:.4f}, cauchy to the others {to_others:.4f}, "
-        f"among the four others {among:.4f}.",
+        f"Mean EMD within cauchy {within[0]:.4f}, cauchy to the others {to_others[0]:.4f}, "
+        f"among the {len(others)} others {among[0]:.4f}{interval}.",
         f"Closest family to cauchy: {blocks.loc['cauchy', others].idxmin()} (the paper: laplace).",
-        f"Cauchy tasks are far from the rest, which are close to each other -> "
-        f"{verdict(separated)}",
+        f"Cauchy tasks are far from the rest, which are close to each other -> {outcome}",
     ]
-    value = (f"mean EMD within cauchy {within:.3g}, cauchy to others {to_others:.3g}, "
-             f"among the others {among:.3g} ({tasks_per_family} tasks per family)")
-    return Finding(value, verdict(separated),
-                   check="mean EMD from cauchy to the others above both the mean within cauchy and among the others",
-                   report="\n".join(lines))
+    value = (f"mean EMD within cauchy {within[0]:.3g}, cauchy to others {to_others[0]:.3g}, "
+             f"among the others {among[0]:.3g} ({tasks_per_family} tasks per family)")
+    return Finding(value, outcome,
+                   check="mean EMD from cauchy to the others above both the mean within cauchy and among the others"
+                         + (", the 95% interval of the difference above 0" if draws is not None else ""),
+                   report="\n".join(lines), uncertainty=interval.lstrip("; ") or None)
+
+
+def _separation_parts(means: np.ndarray, families: list) -> tuple:
+    """From block means ``(R, F, F)``: within cauchy, cauchy to the others, among the others, each ``(R,)``."""
+    c = families.index("cauchy")
+    rest = [i for i in range(len(families)) if i != c]
+    return (means[:, c, c], means[:, c, rest].mean(axis=1), means[:, rest][:, :, rest].mean(axis=(1, 2)))
 
 
 def distance_quantiles(samples, labels, quantiles=(0.1, 0.5, 0.9),
