@@ -1,7 +1,9 @@
 import pandas as pd
 import pytest
 
-from kmtrf_core.book.ch07_lipschitz import lipschitz_finding
+from kmtrf_core.book.ch07_lipschitz import best_constants, lipschitz_finding, measure_constants
+from kmtrf_core.book.profiles import get_profile
+from kmtrf_core.lipschitz import lipschitz_bound
 
 BOUNDS_ORDERED = pd.DataFrame({"BN - OH (log10)": [0.5, 2.0]}, index=[2, 4])
 
@@ -25,7 +27,59 @@ def test_all_three_checks_pass():
 def test_the_measured_order_is_part_of_the_verdict():
     # the bounds order OH below BN by construction; the measurements must agree for "reproduced"
     finding = lipschitz_finding(_measured(bn_minus_oh=(0.2, -0.3)), BOUNDS_ORDERED)
-    assert finding.verdict == "partly" and "1 of 2 settings" in finding.value and "-0.30" in finding.value
+    assert finding.verdict == "partly" and "1 of 2 settings, BN below OH in 1" in finding.value
+    assert "-0.30" in finding.value and "one search each" in finding.value
+
+
+def _searches(oh, bn, d=2):
+    """Per-search rows of one setting: OH's and BN's log10 measurements."""
+    return pd.DataFrame([dict(d=d, scheme=scheme, omega="l2", search=i, log10_measured=value,
+                              log10_refined=20.0, bound_holds=True)
+                         for scheme, values in (("oh", oh), ("bn", bn)) for i, value in enumerate(values)])
+
+
+def test_several_searches_order_only_when_the_ranges_are_apart():
+    bounds = pd.DataFrame({"BN - OH (log10)": [0.5, 0.5]}, index=[2, 4])
+    apart = pd.concat([_searches([0.40, 0.45, 0.50], [0.55, 0.60, 0.62]),
+                       _searches([0.30, 0.35], [0.40, 0.41], d=4)])
+    finding = lipschitz_finding(apart, bounds)
+    assert finding.verdict == "reproduced" and "2 of 2 settings" in finding.value
+    assert "searches each" in finding.value
+    # one BN search below one OH search: the ranges overlap, so the order is open, not reversed
+    overlap = pd.concat([_searches([0.40, 0.45, 0.50], [0.48, 0.60, 0.62]),
+                         _searches([0.30, 0.35], [0.40, 0.41], d=4)])
+    finding = lipschitz_finding(overlap, bounds)
+    assert finding.verdict == "partly" and "1 with overlapping ranges" in finding.value
+    assert "BN below OH" not in finding.value
+    everything_open = pd.concat([_searches([0.40, 0.50], [0.45, 0.60]), _searches([0.30, 0.40], [0.35, 0.41], d=4)])
+    # the bound checks hold, the order is open everywhere: partly
+    assert lipschitz_finding(everything_open, bounds).verdict == "partly"
+
+
+def test_measure_constants_repeats_independent_searches():
+    sizes = get_profile("quick").chapter("lipschitz")
+    table = measure_constants(sizes, searches=2)
+    assert len(table) == len(sizes.emp_d_grid) * 2 * 2 * 2
+    assert table.groupby(["d", "scheme", "omega"]).search.nunique().eq(2).all()
+    assert table.bound_holds.all()
+    # each row is empirical_lipschitz on the documented tasks; the two searches differ
+    first = table[(table.d == sizes.emp_d_grid[0]) & (table.scheme == "bn") & (table.omega == "l2")]
+    assert first.quotient.nunique() == 2
+    bound = lipschitz_bound(sizes.emp_n, sizes.emp_k, sizes.emp_d_grid[0], "bn", tau=0.1, omega="l2",
+                            combine="sum", refined=True)
+    assert first.log10_refined.iloc[0] == bound.log10_alpha
+    assert (first.log10_measured < bound.log10_alpha).all()
+    # a search does not depend on how many others run: one search is the first of two
+    one = measure_constants(sizes, searches=1)
+    pd.testing.assert_frame_equal(one, table[table.search == 0].reset_index(drop=True))
+    pd.testing.assert_frame_equal(table, measure_constants(sizes, searches=2))  # seeded
+    best = best_constants(table)
+    assert len(best) == len(table) // 2
+    assert (best.log10_measured >= best.log10_lowest).all() and best.searches.eq(2).all()
+    with pytest.raises(ValueError, match="searches"):
+        measure_constants(sizes, searches=0)
+    with pytest.raises(ValueError, match="measured"):
+        best_constants(table.drop(columns="gradient"))
 
 
 def test_each_check_counts_once():

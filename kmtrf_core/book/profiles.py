@@ -144,6 +144,7 @@ class LipschitzSizes(Sizes):
     emp_d_grid: list
     emp_tasks: int
     pairs: int
+    searches: int
 
 
 @dataclass(frozen=True)
@@ -355,7 +356,7 @@ PROFILES: dict[str, dict[str, Sizes]] = {
         "lipschitz": LipschitzSizes(
             n=512, k=6, d=4, d_grid=[2, 4, 8, 16, 32, 64, 128], k_grid=[2, 4, 6, 10, 16, 32, 64],
             gammas=[0.25, 0.5, 1.0, 2.0, 4.0], taus=[0.01, 0.1, 1.0], emp_n=32, emp_k=4, emp_d_grid=[2, 4, 8],
-            emp_tasks=4, pairs=12,
+            emp_tasks=4, pairs=12, searches=2,
         ),
         "training": TrainingSizes(
             n=48, k=6, batch=8, steps=60, min_steps=40, until_flat=0.02, patience=20, seeds=[0, 1],
@@ -414,7 +415,7 @@ PROFILES: dict[str, dict[str, Sizes]] = {
         "lipschitz": LipschitzSizes(
             n=512, k=6, d=4, d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 6, 10, 16, 32, 64, 128],
             gammas=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0], taus=[0.01, 0.1, 1.0], emp_n=64, emp_k=6,
-            emp_d_grid=[2, 4, 8, 16, 32], emp_tasks=8, pairs=48,
+            emp_d_grid=[2, 4, 8, 16, 32], emp_tasks=8, pairs=48, searches=5,
         ),
         "training": TrainingSizes(
             n=64, k=6, batch=32, steps=5000, min_steps=2500, until_flat=0.02, patience=2000, seeds=[0, 1],
@@ -474,7 +475,7 @@ PROFILES: dict[str, dict[str, Sizes]] = {
         "lipschitz": LipschitzSizes(
             n=512, k=6, d=4, d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 6, 10, 16, 32, 64, 128],
             gammas=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0], taus=[0.01, 0.1, 1.0], emp_n=512, emp_k=6,
-            emp_d_grid=[2, 4, 8, 16, 32, 64], emp_tasks=32, pairs=256,
+            emp_d_grid=[2, 4, 8, 16, 32, 64], emp_tasks=32, pairs=256, searches=3,
         ),
         "training": TrainingSizes(
             n=512, k=6, batch=32, steps=10000, min_steps=10000, until_flat=None, patience=2000,

@@ -354,6 +354,9 @@ def seed_range(steps: pd.Series) -> tuple[pd.Series, pd.Series]:
 def range_ahead(a: tuple, b: tuple, margin: float) -> str:
     """Whether the range over seeds ``a = (earliest, latest)`` is ahead of ``b`` by ``margin`` steps.
 
+    Any quantity where lower comes first works the same (chapter 7 compares measured constants
+    over independent searches, ``margin`` 0).
+
     ``"reproduced"`` when ``a``'s latest seed is at least ``margin`` steps before ``b``'s earliest,
     ``"not reproduced"`` for the mirror image, ``"inconclusive"`` when the ranges overlap or come
     closer than ``margin``. A seed that never got there is ``inf`` (infinitely late); NaN is
