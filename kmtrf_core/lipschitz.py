@@ -401,7 +401,9 @@ def empirical_lipschitz(
       nuclear norms of the twelve matrix gradients (the dual of the max of
       spectral norms), at random ``Theta``.
 
-    Both take the largest value over the tasks of the batch.
+    Both take the largest value over the tasks of the batch. The parameter sets run together as
+    ensembles (:class:`~kmtrf_core.model.ClusterTransformer` with ``ensemble``), a few million
+    attention weights at a time: the same values as one set after another, several times faster.
 
     Parameters
     ----------
@@ -435,27 +437,46 @@ def empirical_lipschitz(
     check_points_centers(X, C)
     B, n, d = X.shape
     k = C.shape[1]
-    model = ClusterTransformer(d, k, scheme, gamma, dtype=X.dtype)
-    params = random_parameters(pairs, model.d_emb, Gamma1, Gamma2, generator=generator, dtype=X.dtype)
-    direction = random_parameters(pairs, model.d_emb, 1.0, 1.0, generator=generator, dtype=X.dtype)
+    check_int(pairs, "pairs")
+    d_emb = ClusterTransformer(d, k, scheme, gamma, dtype=X.dtype).d_emb
+    params = random_parameters(pairs, d_emb, Gamma1, Gamma2, generator=generator, dtype=X.dtype)
+    direction = random_parameters(pairs, d_emb, 1.0, 1.0, generator=generator, dtype=X.dtype)
     quotients, gradients = [], []
-    for p in range(pairs):
-        model.load_state_dict(dict(model.state_dict(), **{name: params[name][p] for name in "QKV"}))
-        loss = smoothed_kmeans_loss(X, model(X, C), omega, tau)  # (B,)
-        grads = torch.autograd.grad(loss.max(), [model.Q, model.K, model.V])
-        gradients.append(sum(torch.linalg.matrix_norm(g, ord="nuc").sum() for g in grads).item())
+    # the pairs run as ensembles of up to `chunk` members, a few million attention weights at a time
+    chunk = max(1, min(pairs, _ENSEMBLE_WEIGHTS // (B * (n + k) ** 2)))
+    for start in range(0, pairs, chunk):
+        members = range(start, min(pairs, start + chunk))
+        S = len(members)
+        model = ClusterTransformer(d, k, scheme, gamma, dtype=X.dtype, ensemble=S)
         with torch.no_grad():
-            delta = {name: direction[name][p] for name in "QKV"}
-            size = max(torch.linalg.matrix_norm(delta[nm], ord=2).max().item() for nm in "QKV")
+            for name in "QKV":
+                getattr(model, name).copy_(params[name][members.start:members.stop])
+
+        def member_losses():  # (S, B)
+            out = model(X, C)  # (S, B, k, d)
+            return smoothed_kmeans_loss(X.expand(S, *X.shape).reshape(S * B, n, d), out.reshape(S * B, k, d),
+                                        omega, tau).view(S, B)
+
+        loss = member_losses()
+        grads = torch.autograd.grad(loss.max(dim=1).values.sum(), [model.Q, model.K, model.V])
+        gradients += sum(torch.linalg.matrix_norm(g, ord="nuc").sum(dim=1) for g in grads).tolist()
+        with torch.no_grad():
+            delta = {name: direction[name][members.start:members.stop] for name in "QKV"}  # (S, 4, m, m)
+            size = torch.stack([torch.linalg.matrix_norm(delta[name], ord=2).amax(dim=1) for name in "QKV"]
+                               ).amax(dim=0)  # (S,): the largest spectral norm of each member's direction
             scale = step * max(Gamma1, Gamma2) / size
             for name in "QKV":
-                getattr(model, name).add_(scale * delta[name])
-            loss2 = smoothed_kmeans_loss(X, model(X, C), omega, tau)
+                getattr(model, name).add_(scale[:, None, None, None] * delta[name])
+            loss2 = member_losses()
         dist = scale * size
-        quotients.append(((loss2 - loss.detach()).abs().max() / dist).item())
+        quotients += ((loss2 - loss.detach()).abs().amax(dim=1) / dist).tolist()
     return {
         "quotient": max(quotients),
         "gradient": max(gradients),
         "quotients": quotients,
         "gradients": gradients,
     }
+
+
+_ENSEMBLE_WEIGHTS = 1 << 22
+"""About how many attention weights (members x tasks x tokens^2) :func:`empirical_lipschitz` holds at once."""

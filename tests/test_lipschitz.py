@@ -1,9 +1,11 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from kmtrf_core import ClusterTransformer, sample_tasks
+import kmtrf_core.lipschitz as lipschitz_module
 from kmtrf_core.lipschitz import center_norm_sq, empirical_lipschitz, lipschitz_bound, random_parameters
 from kmtrf_core.objectives import regularized_weights
 
@@ -87,6 +89,21 @@ def test_empirical_estimate_never_exceeds_the_bound(scheme, omega):
     for refined in (False, True):
         bound = lipschitz_bound(24, 4, 3, scheme, tau=0.2, omega=omega, refined=refined, combine="sum")
         assert math.log(max(est["quotient"], est["gradient"])) <= bound.log_alpha
+
+
+def test_empirical_estimate_is_the_same_one_pair_at_a_time_and_in_ensembles(monkeypatch):
+    # the pairs run as ensembles; forcing one member per ensemble is the loop over pairs it replaced
+    X, C = sample_tasks(3, 20, 2, 3, generator=5, dtype=torch.float64)
+    batched = empirical_lipschitz(X, C, "bn", pairs=7, generator=torch.Generator().manual_seed(1))
+    monkeypatch.setattr(lipschitz_module, "_ENSEMBLE_WEIGHTS", 1)
+    single = empirical_lipschitz(X, C, "bn", pairs=7, generator=torch.Generator().manual_seed(1))
+    assert len(batched["quotients"]) == len(single["quotients"]) == 7
+    np.testing.assert_allclose(batched["gradients"], single["gradients"], rtol=1e-12)
+    np.testing.assert_allclose(batched["quotients"], single["quotients"], rtol=1e-9)  # a difference quotient
+    # a member's values do not depend on its ensemble: chunks of 3, 3 and 1
+    monkeypatch.setattr(lipschitz_module, "_ENSEMBLE_WEIGHTS", 3 * 3 * 23 ** 2)
+    chunked = empirical_lipschitz(X, C, "bn", pairs=7, generator=torch.Generator().manual_seed(1))
+    np.testing.assert_allclose(chunked["gradients"], single["gradients"], rtol=1e-12)
 
 
 @pytest.mark.parametrize(
