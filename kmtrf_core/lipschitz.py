@@ -438,7 +438,8 @@ def empirical_lipschitz(
     B, n, d = X.shape
     k = C.shape[1]
     check_int(pairs, "pairs")
-    d_emb = ClusterTransformer(d, k, scheme, gamma, dtype=X.dtype).d_emb
+    check_choice(scheme, "scheme", SCHEMES)
+    d_emb = embedding_dim(d, k, scheme)
     params = random_parameters(pairs, d_emb, Gamma1, Gamma2, generator=generator, dtype=X.dtype)
     direction = random_parameters(pairs, d_emb, 1.0, 1.0, generator=generator, dtype=X.dtype)
     quotients, gradients = [], []
@@ -447,7 +448,8 @@ def empirical_lipschitz(
     for start in range(0, pairs, chunk):
         members = range(start, min(pairs, start + chunk))
         S = len(members)
-        model = ClusterTransformer(d, k, scheme, gamma, dtype=X.dtype, ensemble=S)
+        # a scratch generator: the weights are overwritten, and the caller's random state stays untouched
+        model = ClusterTransformer(d, k, scheme, gamma, dtype=X.dtype, ensemble=S, generator=torch.Generator())
         with torch.no_grad():
             for name in "QKV":
                 getattr(model, name).copy_(params[name][members.start:members.stop])

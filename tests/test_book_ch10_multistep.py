@@ -116,6 +116,10 @@ def test_step_changes_are_in_units_of_one_lloyd_step():
     blown[4, 2] = math.inf
     _, last = step_changes({("normal", "naive", ("na", "ne")): blown}, X, C)[("naive", "NA:NE")]
     assert math.isinf(last[0, 2]) and np.isfinite(np.delete(last[0], 2)).all()
+    with pytest.raises(ValueError, match="distinct"):  # two labels that read the same
+        step_changes({("normal", "naive", ("oh", "l2")): blown, ("normal", "naive", ("OH", "L2")): blown}, X, C)
+    with pytest.raises(ValueError, match="centers"):
+        step_changes({("normal", "naive", ("oh", "l2")): blown[:, :, :2]}, X, C)
     for bad, match in (({}, "non-empty"), ({("a", "naive", "x"): blown, ("b", "naive", "x"): blown}, "one test"),
                        ({("normal", "naive", ("oh", "l2")): reference.centers[:1]}, "steps")):
         with pytest.raises(ValueError, match=match):

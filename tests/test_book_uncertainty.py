@@ -68,6 +68,8 @@ def test_range_ahead_and_range_text():
     assert range_ahead((800.0, 1101.0), (1300.0, 1600.0), 200) == "inconclusive"
     assert range_ahead((1300.0, 1600.0), (800.0, 1100.0), 200) == "not reproduced"
     assert range_ahead((800.0, 1100.0), (900.0, 1000.0), 0) == "inconclusive"  # nested
+    assert range_ahead((800.0, 900.0), (900.0, 1000.0), 0) == "inconclusive"  # a tie is no order
+    assert range_ahead((800.0, 899.0), (900.0, 1000.0), 0) == "reproduced"
     inf = float("inf")
     assert range_ahead((800.0, 900.0), (1000.0, inf), 100) == "reproduced"  # a seed that never gets there
     assert range_ahead((inf, inf), (inf, inf), 100) == "inconclusive"  # neither gets there
@@ -80,11 +82,13 @@ def test_range_ahead_and_range_text():
         "1300-1600", "5", "900-never", "never"]
 
 
-def test_a_task_that_diverged_on_both_sides_has_no_difference():
+def test_a_task_that_diverged_on_both_sides_is_a_tie():
     a = np.ones((2, 8))
     b = np.full((2, 8), 2.0)
     a[1, 3] = b[1, 3] = np.inf
-    with pytest.raises(ValueError, match="both sides"):
-        compare(a, b)
+    c = compare(a, b)  # the other tasks: a below b by 1; the shared divergence: 0
+    assert c.verdict == "reproduced" and np.isfinite([c.difference, c.low, c.high]).all()
+    value, _, _ = bootstrap_interval(a, minus=b)
+    assert value == np.median([-1.0, -7 / 8])
     b[1, 3] = 5.0  # one side only: that side does not beat the other
     assert compare(b, a).verdict == "reproduced" and compare(a, b).verdict == "not reproduced"

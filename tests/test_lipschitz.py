@@ -7,7 +7,7 @@ import torch
 from kmtrf_core import ClusterTransformer, sample_tasks
 import kmtrf_core.lipschitz as lipschitz_module
 from kmtrf_core.lipschitz import center_norm_sq, empirical_lipschitz, lipschitz_bound, random_parameters
-from kmtrf_core.objectives import regularized_weights
+from kmtrf_core.objectives import regularized_weights, smoothed_kmeans_loss
 
 
 def test_center_norm_sq_matches_embeddings():
@@ -89,6 +89,31 @@ def test_empirical_estimate_never_exceeds_the_bound(scheme, omega):
     for refined in (False, True):
         bound = lipschitz_bound(24, 4, 3, scheme, tau=0.2, omega=omega, refined=refined, combine="sum")
         assert math.log(max(est["quotient"], est["gradient"])) <= bound.log_alpha
+
+
+def test_empirical_estimate_matches_a_plain_layer_per_pair():
+    # the reference: one ordinary (non-ensemble) layer per parameter set, as the estimate is defined
+    X, C = sample_tasks(3, 16, 2, 3, generator=6, dtype=torch.float64)
+    est = empirical_lipschitz(X, C, "oh", tau=0.3, omega="ne", pairs=3, generator=torch.Generator().manual_seed(2))
+    g = torch.Generator().manual_seed(2)
+    model = ClusterTransformer(2, 3, "oh", dtype=torch.float64)
+    params = random_parameters(3, model.d_emb, 1.0, 1.0, generator=g)
+    direction = random_parameters(3, model.d_emb, 1.0, 1.0, generator=g)
+    for p in range(3):
+        with torch.no_grad():
+            for name in "QKV":
+                getattr(model, name).copy_(params[name][p])
+        loss = smoothed_kmeans_loss(X, model(X, C), "ne", 0.3)
+        grads = torch.autograd.grad(loss.max(), [model.Q, model.K, model.V])
+        gradient = sum(torch.linalg.matrix_norm(grad, ord="nuc").sum() for grad in grads).item()
+        size = max(torch.linalg.matrix_norm(direction[name][p], ord=2).max().item() for name in "QKV")
+        with torch.no_grad():
+            for name in "QKV":
+                getattr(model, name).add_(1e-2 / size * direction[name][p])
+            moved = smoothed_kmeans_loss(X, model(X, C), "ne", 0.3)
+        quotient = ((moved - loss.detach()).abs().max() / 1e-2).item()
+        assert est["gradients"][p] == pytest.approx(gradient, rel=1e-12)
+        assert est["quotients"][p] == pytest.approx(quotient, rel=1e-8)
 
 
 def test_empirical_estimate_is_the_same_one_pair_at_a_time_and_in_ensembles(monkeypatch):

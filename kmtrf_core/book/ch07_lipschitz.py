@@ -92,6 +92,11 @@ def measure_constants(sizes: LipschitzSizes, searches: int | None = None, seed: 
 def best_constants(measured: pd.DataFrame) -> pd.DataFrame:
     """One row per ``(d, scheme, omega)`` of :func:`measure_constants`: the best lower bound and the spread.
 
+    Parameters
+    ----------
+    measured : pandas.DataFrame
+        From :func:`measure_constants` (one row per setting and search).
+
     Returns
     -------
     pandas.DataFrame
@@ -105,7 +110,7 @@ def best_constants(measured: pd.DataFrame) -> pd.DataFrame:
     ...     "gradient": [2.0, 1.0], "log10_measured": [0.3, 0.5], "log10_refined": 9.0, "log10_paper": 12.0,
     ...     "bound_holds": True})
     >>> best_constants(measured)[["log10_measured", "log10_lowest", "searches"]].values.tolist()
-    [[0.5, 0.3, 2.0]]
+    [[0.5, 0.3, 2]]
     """
     check_table(measured, "measured", ["d", "scheme", "omega", "quotient", "gradient", "log10_measured",
                                        "log10_refined", "log10_paper", "bound_holds"])
@@ -114,7 +119,7 @@ def best_constants(measured: pd.DataFrame) -> pd.DataFrame:
         "quotient": grouped.quotient.max(), "gradient": grouped.gradient.max(),
         "log10_measured": grouped.log10_measured.max(), "log10_lowest": grouped.log10_measured.min(),
         "log10_refined": grouped.log10_refined.first(), "log10_paper": grouped.log10_paper.first(),
-        "bound_holds": grouped.bound_holds.all(), "searches": grouped.size().astype(float),
+        "bound_holds": grouped.bound_holds.all(), "searches": grouped.size(),
     }).reset_index()
 
 
@@ -161,6 +166,10 @@ def lipschitz_finding(measured: pd.DataFrame, by_d: pd.DataFrame) -> Finding:
     under = bool(measured.bound_holds.all())
     oh_smaller = bool((by_d["BN - OH (log10)"] > 0).all())
     spread = measured.groupby(["omega", "d", "scheme"]).log10_measured.agg(["min", "max", "size"])
+    schemes = spread.index.to_frame(index=False).groupby(["omega", "d"]).scheme.agg(set)
+    missing = [(omega, d) for (omega, d), present in schemes.items() if not {"oh", "bn"} <= present]
+    if missing:
+        raise ValueError(f"measured must hold OH and BN rows for every (omega, d); not for {missing}")
     outcomes = []
     for (omega, d), part in spread.groupby(level=["omega", "d"]):
         oh, bn = part.loc[(omega, d, "oh")], part.loc[(omega, d, "bn")]

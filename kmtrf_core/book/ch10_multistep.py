@@ -15,10 +15,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..evaluate import final_ratios, lloyd_loss_trajectory
+from ..evaluate import final_ratios, lloyd_loss_trajectory, trajectory_losses
 from ..tasks import sample_tasks  # noqa: F401  (the doctests)
 from .claims import MARGIN, Finding, below_finding
-from .heldout import task_ratios
 from .plotting import run_label
 from .uncertainty import combine, compare
 
@@ -105,15 +104,25 @@ def step_changes(trajectories: dict, X: torch.Tensor, C: torch.Tensor) -> dict:
     keys = list(trajectories)
     if not all(isinstance(key, tuple) and len(key) == 3 for key in keys) or len({key[0] for key in keys}) != 1:
         raise ValueError(f"trajectories must be keyed (test, mode, label) for one test, got keys {keys[:3]!r}")
+    labels = [(mode, run_label(label)) for _, mode, label in keys]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"trajectories must give distinct (mode, model label) pairs, got {labels}")
+    for key, centers in trajectories.items():
+        if not isinstance(centers, torch.Tensor) or centers.dim() not in (4, 5) or centers.shape[-3:] != C.shape:
+            raise ValueError(f"trajectories[{key!r}] must be centers (T + 1, (S,) B, k, d) for tasks of shape "
+                             f"{tuple(C.shape)}")
+    steps = {trajectories[key].shape[0] - 1 for key in keys}
+    if len(steps) != 1 or min(steps) < 1:
+        raise ValueError(f"trajectories must all have the same number of steps, at least 1; got {sorted(steps)}")
+    steps = steps.pop()
+    lloyd_1 = lloyd_loss_trajectory(X, C, 1)[1].double().cpu().numpy()  # (B,): one Lloyd step's loss
     out = {}
-    for mode in dict.fromkeys(key[1] for key in keys):
-        mine = {run_label(label): trajectories[(test, m, label)] for test, m, label in keys if m == mode}
-        ratios = task_ratios(mine, X, C)  # label -> (T + 1, S, B): loss over Lloyd's after as many steps
-        steps = next(iter(ratios.values())).shape[0] - 1  # >= 1 (task_ratios refuses 0)
-        lloyd = lloyd_loss_trajectory(X, C, steps).double().cpu().numpy()  # (T + 1, B)
-        rescale = lloyd[steps] / lloyd[1]  # Lloyd's loss after T steps in units of its loss after one
-        for label, values in ratios.items():
-            out[(mode, label)] = (values[1], values[steps] * rescale)
+    for key, label in zip(keys, labels):
+        centers = trajectories[key]
+        with torch.no_grad():
+            losses = trajectory_losses(X, centers.to(X.dtype)[[1, steps]])  # (2, (S,) B); overflow: inf
+        losses = losses.double().cpu().numpy().reshape(2, -1, X.shape[0]) / lloyd_1
+        out[label] = (losses[0], losses[1])
     return out
 
 

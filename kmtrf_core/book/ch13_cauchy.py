@@ -86,7 +86,7 @@ def settling_ranges(history, fraction: float = 0.9) -> pd.DataFrame:
     -------
     pandas.DataFrame
         Indexed by ``(family, scheme, omega)``; columns ``earliest``, ``latest`` (steps) and
-        ``seeds``.
+        ``seeds``; ``attrs["fraction"]`` is ``fraction``.
 
     Examples
     --------
@@ -100,7 +100,9 @@ def settling_ranges(history, fraction: float = 0.9) -> pd.DataFrame:
     steps = convergence_summary(history, by=by, fraction=fraction)["steps_to_converge"]
     earliest, latest = (values.fillna(math.inf) for values in seed_range(steps))
     seeds = steps.groupby(level=list(by[:-1])).size()
-    return pd.DataFrame({"earliest": earliest, "latest": latest, "seeds": seeds})
+    table = pd.DataFrame({"earliest": earliest, "latest": latest, "seeds": seeds})
+    table.attrs["fraction"] = fraction  # for the report's words
+    return table
 
 
 def own_family_ratios(group, tasks: int, seed: int = 28_000, schemes=("oh", "bn"), families=FAMILIES) -> dict:
@@ -228,7 +230,9 @@ def _settling_line(settling: pd.DataFrame, others: list, val_every: int) -> str:
     cauchy = table.loc[families == "cauchy"]
     rest = table.loc[families.isin(others)]
     ahead, behind = outcomes.count("reproduced"), outcomes.count("not reproduced")
-    return (f"Cauchy's validation curve settles first (first validation step with 90% of its improvement, "
+    fraction = settling.attrs.get("fraction", 0.9)
+    return (f"Cauchy's validation curve settles first (first validation step with {fraction:.0%} of its "
+            f"improvement, "
             f"validation every {val_every} steps): cauchy's runs at "
             f"{range_text(cauchy.earliest.min(), cauchy.latest.max())}, the other families' at "
             f"{range_text(rest.earliest.min(), rest.latest.max())}; every cauchy seed at least one validation "

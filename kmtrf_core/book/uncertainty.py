@@ -94,7 +94,8 @@ def bootstrap_interval(samples, *, level: float = INTERVAL_LEVEL, resamples: int
         Seed of the resampling (the same seed resamples the same tasks).
     minus : array-like, optional
         Per-task values of the same shape to subtract (a paired difference:
-        each resample draws the same seeds and tasks for both).
+        each resample draws the same seeds and tasks for both). A task that is
+        the same infinity on both sides (both diverged) counts as a tie, 0.
 
     Returns
     -------
@@ -117,10 +118,8 @@ def bootstrap_interval(samples, *, level: float = INTERVAL_LEVEL, resamples: int
         b = _samples(minus, "minus")
         if b.shape != a.shape:
             raise ValueError(f"minus must have the shape of samples {a.shape}, got {b.shape}")
-        if (np.isinf(a) & (a == b)).any():
-            raise ValueError("samples and minus are the same infinity on a task (it diverged on both sides): "
-                             "their difference is undefined")
-        a = a - b
+        both = np.isinf(a) & (a == b)  # diverged on both sides: neither beats the other there, a tie
+        a = np.subtract(a, b, out=np.zeros_like(a), where=~both)  # inf - inf never formed
     check_number(level, "level")
     if not level < 1:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
@@ -357,7 +356,8 @@ def range_ahead(a: tuple, b: tuple, margin: float) -> str:
     Any quantity where lower comes first works the same (chapter 7 compares measured constants
     over independent searches, ``margin`` 0).
 
-    ``"reproduced"`` when ``a``'s latest seed is at least ``margin`` steps before ``b``'s earliest,
+    ``"reproduced"`` when ``a``'s latest seed is at least ``margin`` steps before ``b``'s earliest
+    (and strictly before it: with ``margin`` 0 a tie is no order),
     ``"not reproduced"`` for the mirror image, ``"inconclusive"`` when the ranges overlap or come
     closer than ``margin``. A seed that never got there is ``inf`` (infinitely late); NaN is
     refused, since :func:`seed_range` marks never with NaN and the caller decides what it means.
@@ -375,9 +375,9 @@ def range_ahead(a: tuple, b: tuple, margin: float) -> str:
         raise ValueError(f"a range's earliest must not be after its latest, got {a!r} and {b!r}")
     margin = check_number(margin, "margin", allow_zero=True)
     (a_first, a_last), (b_first, b_last) = values[:2], values[2:]
-    if math.isfinite(a_last) and a_last + margin <= b_first:
+    if math.isfinite(a_last) and a_last + margin <= b_first and a_last < b_first:
         return "reproduced"
-    if math.isfinite(b_last) and b_last + margin <= a_first:
+    if math.isfinite(b_last) and b_last + margin <= a_first and b_last < a_first:
         return "not reproduced"
     return "inconclusive"
 
