@@ -555,7 +555,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def score(self, X, y=None, sample_weight=None):
         """Minus the (weighted) k-means objective of ``X`` on the fitted centers (higher is better)."""
         X, C = self._points(X)
-        w = sample_weights(sample_weight, X.shape[0], np.float32 if X.dtype == torch.float32 else np.float64)
+        w = sample_weights(sample_weight, X.shape[0], X.dtype)
         w = None if w is None else torch.from_numpy(w).to(C.device)
         return -self._pass(X, squared_norms(X, self.chunk_size, C.device), C, w)[1]
 

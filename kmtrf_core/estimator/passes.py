@@ -34,9 +34,13 @@ def device_chunks(X: torch.Tensor, size: int, device):
 
 
 def sample_weights(sample_weight, n: int, dtype):
-    """``None`` (every point weighs 1) or a finite, non-negative ``(n,)`` array with a positive sum."""
+    """``None`` (every point weighs 1) or a finite, non-negative ``(n,)`` array with a positive sum.
+
+    ``dtype`` is the points' numpy or torch float dtype; the weights come back as its numpy twin.
+    """
     if sample_weight is None:
         return None
+    dtype = {torch.float32: np.float32, torch.float64: np.float64}.get(dtype, dtype)
     w = np.asarray(sample_weight, dtype=dtype)
     if w.ndim == 0:
         w = np.full(n, float(w), dtype=dtype)
