@@ -109,8 +109,9 @@ def best_constants(measured: pd.DataFrame) -> pd.DataFrame:
     >>> measured = pd.DataFrame({"d": 2, "scheme": "oh", "omega": "l2", "search": [0, 1], "quotient": [1.0, 3.0],
     ...     "gradient": [2.0, 1.0], "log10_measured": [0.3, 0.5], "log10_refined": 9.0, "log10_paper": 12.0,
     ...     "bound_holds": True})
-    >>> best_constants(measured)[["log10_measured", "log10_lowest", "searches"]].values.tolist()
-    [[0.5, 0.3, 2]]
+    >>> best = best_constants(measured)
+    >>> best[["log10_measured", "log10_lowest"]].values.tolist(), best.searches.tolist()
+    ([[0.5, 0.3]], [2])
     """
     check_table(measured, "measured", ["d", "scheme", "omega", "quotient", "gradient", "log10_measured",
                                        "log10_refined", "log10_paper", "bound_holds"])
