@@ -23,6 +23,9 @@ WORKERS ?=
 # into the executed notebook, so the HTML book would lose its figures.
 export MPLBACKEND := Agg
 KERNEL_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline
+# Slider cells draw one static figure in the builds (kmtrf_core.book.plotting.interactive): a built
+# page cannot move a slider, and a headless widget cell can hang the notebook client.
+export KMTRF_STATIC_WIDGETS := 1
 # The venv first on PATH, so notebook kernels started by jupyter-book and nbmake
 # run the venv's python (where kmtrf_core is installed).
 export PATH := $(BIN):$(PATH)

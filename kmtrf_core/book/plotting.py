@@ -9,6 +9,7 @@ profile, the sizes and the training budget.
 
 from __future__ import annotations
 
+import os
 import re
 
 import matplotlib.pyplot as plt
@@ -21,6 +22,7 @@ __all__ = [
     "budget_caption",
     "group_caption",
     "heatmap",
+    "interactive",
     "l2_label",
     "label_color",
     "median_iqr",
@@ -31,6 +33,50 @@ __all__ = [
     "training_caption",
     "training_curves",
 ]
+
+STATIC_WIDGETS = "KMTRF_STATIC_WIDGETS"
+"""The environment variable under which :func:`interactive` draws one static figure instead of a slider."""
+
+
+def interactive(function, **sliders):
+    """A figure with sliders (``ipywidgets.interact``) where a notebook front end runs it; one static figure
+    in headless builds.
+
+    With the environment variable ``KMTRF_STATIC_WIDGETS=1`` (``make book`` and ``make test`` set it) the
+    function is called once at the sliders' starting values and no widget is made at all: a built page
+    could not move the slider anyway, and a widget (its comm messages) in a headless run can leave the
+    notebook client waiting for a reply that never comes (jupyter/nbclient#312). On Colab or in Jupyter
+    the slider works as usual.
+
+    Parameters
+    ----------
+    function : callable
+        Draws the figure from keyword arguments.
+    **sliders
+        ``name=dict(min=..., max=..., step=..., value=...)``: an ``ipywidgets.FloatSlider`` per argument of
+        ``function``; ``value`` is where it starts.
+
+    Returns
+    -------
+    The ``interact`` widget, or ``None`` when static.
+
+    Examples
+    --------
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {STATIC_WIDGETS: "1"}):
+    ...     interactive(lambda x: print(f"drawn at x={x}"), x=dict(min=0.0, max=5.0, step=0.5, value=2.5))
+    drawn at x=2.5
+    """
+    for name, spec in sliders.items():
+        if not isinstance(spec, dict) or "value" not in spec:
+            raise ValueError(f"slider {name!r} must be a dict of FloatSlider arguments with a 'value', got {spec!r}")
+    if os.environ.get(STATIC_WIDGETS) == "1":
+        function(**{name: spec["value"] for name, spec in sliders.items()})
+        return None
+    import ipywidgets  # only where a slider is made: headless builds never load it
+
+    return ipywidgets.interact(function, **{name: ipywidgets.FloatSlider(**spec) for name, spec in sliders.items()})
+
 
 SCHEME_COLORS = {"OH:NE": "tab:blue", "OH:L2": "tab:cyan", "BN:NE": "tab:red", "BN:L2": "tab:orange",
                  "NA:NE": "tab:green", "NA:L2": "tab:olive", "OH": "tab:blue", "BN": "tab:red", "NA": "tab:green"}
