@@ -301,7 +301,7 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
     speed = d_summary["steps_to_converge"]
     seeds = "seed" in speed.index.names
     if seeds:  # one row per seed: the range over seeds (a seed that never converged is infinitely slow)
-        first, last = (steps.fillna(math.inf) for steps in seed_range(speed))
+        first, last = seed_range(speed, never=math.inf)
     else:  # medians over seeds; NaN (never converged) is infinitely slow, as for a seed
         first = last = speed.fillna(math.inf)
     ds = first.index.get_level_values(0)

@@ -120,7 +120,7 @@ def step_changes(trajectories: dict, X: torch.Tensor, C: torch.Tensor) -> dict:
     for key, label in zip(keys, labels):
         centers = trajectories[key]
         with torch.no_grad():
-            losses = trajectory_losses(X, centers.to(X.dtype)[[1, steps]])  # (2, (S,) B); overflow: inf
+            losses = trajectory_losses(X, centers[[1, steps]].to(X.dtype))  # (2, (S,) B); overflow: inf
         losses = losses.double().cpu().numpy().reshape(2, -1, X.shape[0]) / lloyd_1
         out[label] = (losses[0], losses[1])
     return out

@@ -27,9 +27,9 @@ from ..lloyd import kmeans_objective
 from ..objectives import smoothing_gap, sparsemax_is_tight
 from ..tasks import FAMILIES, family_tasks  # noqa: F401  (family_tasks: the doctests)
 from ..training import convergence_summary
+from ..validation import check_table
 from .claims import Finding
 from .heldout import eval_tasks
-from ..validation import check_table
 from .uncertainty import combine, compare, range_ahead, range_text, ratio_interval, seed_range
 
 __all__ = ["cauchy_stands_out", "family_convergence", "family_training_finding", "gap_finding", "gap_samples",
@@ -98,7 +98,7 @@ def settling_ranges(history, fraction: float = 0.9) -> pd.DataFrame:
     """
     by = ("family", "scheme", "omega", "seed")
     steps = convergence_summary(history, by=by, fraction=fraction)["steps_to_converge"]
-    earliest, latest = (values.fillna(math.inf) for values in seed_range(steps))
+    earliest, latest = seed_range(steps, never=math.inf)
     seeds = steps.groupby(level=list(by[:-1])).size()
     table = pd.DataFrame({"earliest": earliest, "latest": latest, "seeds": seeds})
     table.attrs["fraction"] = fraction  # for the report's words
@@ -232,8 +232,7 @@ def _settling_line(settling: pd.DataFrame, others: list, val_every: int) -> str:
     ahead, behind = outcomes.count("reproduced"), outcomes.count("not reproduced")
     fraction = settling.attrs.get("fraction", 0.9)
     return (f"Cauchy's validation curve settles first (first validation step with {fraction:.0%} of its "
-            f"improvement, "
-            f"validation every {val_every} steps): cauchy's runs at "
+            f"improvement, validation every {val_every} steps): cauchy's runs at "
             f"{range_text(cauchy.earliest.min(), cauchy.latest.max())}, the other families' at "
             f"{range_text(rest.earliest.min(), rest.latest.max())}; every cauchy seed at least one validation "
             f"interval ahead of every seed of the other family, per configuration and family: ahead in "

@@ -175,7 +175,8 @@ def emd_finding(blocks, tasks_per_family: int, draws=None) -> Finding:
         For the claim ``emd_structure``: reproduced when the separation, the mean EMD from
         cauchy to the others minus the larger of the mean within cauchy and the mean among the
         others, is above 0 (its whole interval, with ``draws``); not reproduced otherwise (with
-        ``draws``: when the whole interval is below 0; inconclusive when it holds 0). The report names the family closest to cauchy.
+        ``draws``: when the whole interval is below 0; inconclusive when it holds 0). The report
+        names the family closest to cauchy.
 
     Examples
     --------

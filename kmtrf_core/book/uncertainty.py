@@ -330,24 +330,28 @@ def combine(verdicts) -> str:
     return "inconclusive"
 
 
-def seed_range(steps: pd.Series) -> tuple[pd.Series, pd.Series]:
+def seed_range(steps: pd.Series, never: float = math.nan) -> tuple[pd.Series, pd.Series]:
     """The earliest and the latest of a step over seeds, per group (every index level but ``seed``).
 
     Where a few seeds give no interval, their range stands in for one (chapter 9's speed verdicts).
 
-    A seed's NaN means it never got there: the earliest is NaN only where no
-    seed got there, the latest wherever some seed did not.
+    A seed's NaN means it never got there: the earliest is ``never`` only where no
+    seed got there, the latest wherever some seed did not. ``never`` is NaN for a
+    table (chapter 9's plateau table), ``math.inf`` for :func:`range_ahead`.
 
     >>> index = pd.MultiIndex.from_product([["bn", "oh"], [0, 1]], names=["scheme", "seed"])
     >>> earliest, latest = seed_range(pd.Series([300.0, float("nan"), 100.0, 200.0], index=index))
     >>> earliest.tolist(), latest.tolist()
     ([300.0, 100.0], [nan, 200.0])
+    >>> seed_range(pd.Series([300.0, float("nan"), 100.0, 200.0], index=index), never=math.inf)[1].tolist()
+    [inf, 200.0]
     """
     levels = [name for name in steps.index.names if name != "seed"]
     if len(levels) == len(steps.index.names) or not levels:
         raise ValueError(f"steps must be indexed by 'seed' and at least one other level, got {steps.index.names}")
     grouped = steps.groupby(level=levels)
-    return grouped.min(), grouped.max().where(~steps.isna().groupby(level=levels).any())
+    earliest, latest = grouped.min(), grouped.max().where(~steps.isna().groupby(level=levels).any())
+    return earliest.fillna(never), latest.fillna(never)
 
 
 def range_ahead(a: tuple, b: tuple, margin: float) -> str:
