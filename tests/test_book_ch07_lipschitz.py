@@ -94,6 +94,8 @@ def test_missing_columns_are_refused():
         lipschitz_finding(_measured(), pd.DataFrame({"d": [2]}))
     with pytest.raises(ValueError, match="measured"):
         lipschitz_finding(_measured().drop(columns="scheme"), BOUNDS_ORDERED)
+    with pytest.raises(ValueError, match="finite log10_measured"):
+        lipschitz_finding(_measured().assign(log10_measured=float("nan")), BOUNDS_ORDERED)
     only_oh = _measured()
     with pytest.raises(ValueError, match=r"OH and BN rows .*\('l2', 4\)"):
         lipschitz_finding(only_oh[~((only_oh.d == 4) & (only_oh.scheme == "bn"))], BOUNDS_ORDERED)

@@ -96,7 +96,7 @@ def test_settling_ranges_reads_each_seed():
     assert settling_ranges(history[history.seed == 2]).earliest.tolist() == [np.inf]
     half = settling_ranges(history[history.seed < 2], fraction=0.5)  # seed 1 made half its improvement at 10
     assert half.loc[("cauchy", "bn", "l2")].tolist() == [10.0, 10.0, 2] and half.attrs["fraction"] == 0.5
-    with pytest.raises(ValueError, match="seed"):
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['seed'\] "):  # named once
         settling_ranges(history.drop(columns="seed"))
 
 

@@ -75,6 +75,10 @@ def test_block_draws_resample_tasks_within_families():
         block_draws(D[:3, :3], ["a", "a", "b"])
     with pytest.raises(ValueError, match="one label per task"):
         block_draws(D, labels[:-1])
+    broken = D.copy()
+    broken[0, 1] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        block_draws(broken, labels)
 
 
 @pytest.mark.parametrize("far, spread, expected", [(3.0, 0.2, "reproduced"), (0.5, 0.6, "inconclusive"),

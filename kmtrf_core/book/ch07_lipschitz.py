@@ -164,6 +164,8 @@ def lipschitz_finding(measured: pd.DataFrame, by_d: pd.DataFrame) -> Finding:
     """
     check_table(measured, "measured", ["d", "scheme", "omega", "log10_measured", "log10_refined", "bound_holds"])
     check_table(by_d, "by_d", ["BN - OH (log10)"])
+    if not np.isfinite(measured.log10_measured.to_numpy(dtype=float)).all():
+        raise ValueError("measured must hold finite log10_measured values (no NaN or inf)")
     under = bool(measured.bound_holds.all())
     oh_smaller = bool((by_d["BN - OH (log10)"] > 0).all())
     spread = measured.groupby(["omega", "d", "scheme"]).log10_measured.agg(["min", "max", "size"])

@@ -126,6 +126,8 @@ def block_draws(D, labels, resamples: int = RESAMPLES, seed: int = 0) -> np.ndar
     if D.ndim != 2 or D.shape[0] != D.shape[1] or len(labels) != D.shape[0]:
         raise ValueError(f"D must be a square matrix with one label per task, got shape {D.shape} and "
                          f"{len(labels)} labels")
+    if not np.isfinite(D).all():
+        raise ValueError("D must hold finite distances (no NaN or inf)")
     check_int(resamples, "resamples")
     families = list(dict.fromkeys(labels))
     members = [np.nonzero(np.asarray(labels, dtype=object) == family)[0] for family in families]

@@ -378,7 +378,7 @@ def convergence_summary(history, by=("scheme", "omega"), fraction: float = 0.9):
     [{'final_val_relative': 0.95, 'final_train_loss': 1.5, 'steps_to_converge': 2.0, 'seeds': 2}]
     """
     by = [by] if isinstance(by, str) else list(by)
-    check_table(history, "history", [*by, "seed", "step", "train_loss", "val_relative_loss"])
+    check_table(history, "history", list(dict.fromkeys([*by, "seed", "step", "train_loss", "val_relative_loss"])))
     fraction = check_number(fraction, "fraction")
     if fraction > 1:
         raise ValueError(f"fraction must be at most 1, got {fraction!r}")
