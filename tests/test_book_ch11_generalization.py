@@ -89,7 +89,7 @@ def test_family_summary_and_finding():
     assert summary.index.tolist() == ["OH:L2", "BN:L2"]
     oh = summary.loc["OH:L2"]
     assert oh.cauchy_trained_median_ratio == 3.0
-    assert oh.other_trained_median_ratio == pytest.approx((0.5 * 16 + 2.0 * 4) / 20)
+    assert oh.other_trained_mean_ratio == pytest.approx((0.5 * 16 + 2.0 * 4) / 20)
     assert oh.cauchy_test_row_ratio == 2.0 and oh.block_4x4_cells_beating_lloyd == 16
     noise = 0.02 * np.random.default_rng(0).standard_normal((3, 64))
     samples = {(train, test, scheme): matrix.loc[test, train] * (0.5 if scheme == "bn" else 1) + noise
@@ -97,15 +97,35 @@ def test_family_summary_and_finding():
     finding = family_finding(summary, 20, samples)
     assert finding.verdict == "reproduced"
     assert finding.value == ("32 of 32 OH/BN cells of the non-cauchy 4x4 block below Lloyd after 20 steps on 95% "
-                             "intervals (32 below, 0 above, 0 inconclusive); cauchy-trained layers worse than "
-                             "the others: True")
+                             "intervals (32 below, 0 above, 0 inconclusive); cauchy-trained layers above Lloyd in "
+                             "9 of 10 cells and worse than the other layer in 32 of 40 paired comparisons")
     lines = finding.report.splitlines()
-    assert lines[0].endswith("True")
-    assert lines[1].endswith("False")  # BN's cauchy row is at 1.0
+    assert "medians OH:L2 3.000, BN:L2 1.500" in lines[0]
+    # BN's cauchy cell of the cauchy column is at 1.0, and on cauchy tasks every layer is at the same value
+    assert lines[0].endswith("above Lloyd in 9 of 10 (test family, embedding) cells (0 below, 9 above, 1 "
+                             "inconclusive); worse than the layer trained on the other family, paired on the same "
+                             "tasks, in 32 of 40 (0 better, 32 worse, 8 inconclusive)")
+    # OH's cauchy row is at 2.0 (above Lloyd), BN's at 1.0 (inside the noise)
+    assert lines[1].endswith("above Lloyd in 4 of 8 (training family, embedding) cells (0 below, 4 above, "
+                             "4 inconclusive)")
     above = {key: value + 1 for key, value in samples.items()}
     assert family_finding(summary, 20, above).verdict == "not reproduced"
     samples[("normal", "gumbel", "bn")] = 1.0 + noise  # one cell inside the noise
     assert family_finding(summary, 20, samples).verdict == "partly"
+
+
+def test_family_finding_refuses_incomplete_samples():
+    matrix = _matrix(np.full((5, 5), 0.5))
+    summary = family_summary({"oh": matrix, "bn": matrix})
+    noise = 0.02 * np.random.default_rng(0).standard_normal((2, 16))
+    samples = {(train, test, scheme): 0.5 + noise
+               for train in FAMILIES for test in FAMILIES for scheme in ("oh", "bn")}
+    del samples[("cauchy", "normal", "bn")]
+    with pytest.raises(ValueError, match="samples lacks 1 .*'cauchy', 'normal', 'bn'"):
+        family_finding(summary, 20, samples)
+    no_cauchy = [f for f in FAMILIES if f != "cauchy"]
+    with pytest.raises(ValueError, match="families must include 'cauchy'"):
+        family_finding(summary, 20, samples, families=no_cauchy)
 
 
 def test_point_counts():

@@ -196,9 +196,9 @@ def cell_verdicts(samples: dict, threshold: float = 1.0) -> dict:
     return {cell: compare(values, threshold).verdict for cell, values in samples.items()}
 
 
-def _tally(verdicts) -> str:
+def _tally(verdicts, below: str = "below", above: str = "above") -> str:
     verdicts = list(verdicts)
-    return (f"{verdicts.count('reproduced')} below, {verdicts.count('not reproduced')} above, "
+    return (f"{verdicts.count('reproduced')} {below}, {verdicts.count('not reproduced')} {above}, "
             f"{verdicts.count('inconclusive')} inconclusive")
 
 
@@ -318,7 +318,7 @@ def family_summary(matrices: dict) -> pd.DataFrame:
     -------
     pandas.DataFrame
         Indexed by embedding label; columns ``cauchy_trained_median_ratio``
-        (median of the cauchy column), ``other_trained_median_ratio`` (the
+        (median of the cauchy column), ``other_trained_mean_ratio`` (the
         mean over all cells of the other columns), ``cauchy_test_row_ratio``
         (median of the cauchy row outside the cauchy column) and
         ``block_4x4_cells_beating_lloyd`` (cells below 1 among non-cauchy
@@ -339,7 +339,7 @@ def family_summary(matrices: dict) -> pd.DataFrame:
         rows.append(dict(
             embedding=l2_label(scheme),
             cauchy_trained_median_ratio=float(matrix["cauchy"].median()),
-            other_trained_median_ratio=float(matrix[others].to_numpy().ravel().mean()),
+            other_trained_mean_ratio=float(matrix[others].to_numpy().ravel().mean()),
             cauchy_test_row_ratio=float(matrix.loc["cauchy", others].median()),
             block_4x4_cells_beating_lloyd=int((matrix.loc[others, others] < 1).to_numpy().sum()),
         ))
@@ -353,16 +353,22 @@ def family_finding(summary, steps: int, samples: dict, families=FAMILIES) -> Fin
     tasks and seeds is below 1 (:func:`cell_verdicts`); the verdict combines the cells
     (:func:`~kmtrf_core.book.uncertainty.combine`: all below -> reproduced, some -> partly).
 
+    The paper's two other readings of Figure 8 go in the report, on intervals too: the cauchy
+    column (each cauchy-trained cell against Lloyd, and against the layer trained on each other
+    family on the same tasks and seeds, paired) and the cauchy row (each other family's layer on
+    cauchy tasks against Lloyd). The medians of ``summary`` stand beside them.
+
     Parameters
     ----------
     summary : pandas.DataFrame
-        From :func:`family_summary` (the column and row readings of the report).
+        From :func:`family_summary` (the medians quoted in the report).
     steps : int
         ``T``, for the text.
     samples : dict
-        From :func:`family_generalization` with ``sampled``: ``(train_family, test_family, scheme)`` -> ``(S, B)``.
+        From :func:`family_generalization` with ``sampled``: ``(train_family, test_family, scheme)`` -> ``(S, B)``,
+        for OH and BN and every pair of ``families``.
     families : sequence of str
-        The families of the matrices.
+        The families of the matrices (cauchy among them).
 
     Returns
     -------
@@ -374,35 +380,56 @@ def family_finding(summary, steps: int, samples: dict, families=FAMILIES) -> Fin
     --------
     >>> import numpy as np
     >>> summary = pd.DataFrame({"cauchy_trained_median_ratio": [3.0, 4.0],
-    ...     "other_trained_median_ratio": [0.8, 0.9], "cauchy_test_row_ratio": [1.5, 2.0],
+    ...     "other_trained_mean_ratio": [0.8, 0.9], "cauchy_test_row_ratio": [1.5, 2.0],
     ...     "block_4x4_cells_beating_lloyd": [4, 3]}, index=["OH:L2", "BN:L2"])
     >>> noise = 0.02 * np.random.default_rng(0).standard_normal((2, 64))
     >>> fams = ("normal", "gumbel", "cauchy")
     >>> samples = {(a, b, s): 0.8 + noise for a in fams for b in fams for s in ("oh", "bn")}
+    >>> samples.update({("cauchy", b, s): 3.0 + noise for b in fams for s in ("oh", "bn")})
     >>> samples[("gumbel", "normal", "bn")] = 1.0 + noise
     >>> finding = family_finding(summary, 20, samples, families=fams)
     >>> finding.verdict, finding.report.splitlines()[-1]
     ('partly', 'Lower-right 2x2 block, 95% intervals: 7 of 8 (OH + BN) cells below Lloyd after 20 steps (7 below, 0 above, 1 inconclusive) -> partly')
+    >>> print(finding.report.splitlines()[0])
+    Cauchy-trained layers (first column; medians OH:L2 3.000, BN:L2 4.000; the other columns' cells
+    average 0.800 to 0.900): above Lloyd in 6 of 6 (test family, embedding) cells (0 below, 6 above,
+    0 inconclusive); worse than the layer trained on the other family, paired on the same tasks,
+    in 12 of 12 (0 better, 12 worse, 0 inconclusive)
     """
     others = [f for f in families if f != "cauchy"]
+    if len(others) == len(families):
+        raise ValueError(f"families must include 'cauchy' (the column and row of the readings), got {families!r}")
+    wanted = [(train, test, scheme) for train in families for test in families for scheme in _OH_BN]
+    missing = [key for key in wanted if key not in samples]
+    if missing:
+        raise ValueError(f"samples lacks {len(missing)} (train family, test family, scheme) cells, e.g. {missing[0]}")
     side = f"{len(others)}x{len(others)}"
-    block = {(train, test, scheme): samples[(train, test, scheme)]
-             for train in others for test in others for scheme in _OH_BN}
-    cells = cell_verdicts(block)
+    cells = cell_verdicts({key: samples[key] for key in wanted if key[0] in others and key[1] in others})
     wins = sum(v == "reproduced" for v in cells.values())
     outcome = combine(cells.values())
-    column_worse = bool((summary.cauchy_trained_median_ratio
-                         > summary.other_trained_median_ratio).all())
-    row_loses = bool((summary.cauchy_test_row_ratio > 1).all())
+    column = cell_verdicts({(test, scheme): samples[("cauchy", test, scheme)]
+                            for test in families for scheme in _OH_BN})
+    versus = [compare(samples[("cauchy", test, scheme)], samples[(other, test, scheme)]).verdict
+              for test in families for other in others for scheme in _OH_BN]
+    row = cell_verdicts({(train, scheme): samples[(train, "cauchy", scheme)]
+                         for train in others for scheme in _OH_BN})
+    column_above, worse, row_above = (list(v).count("not reproduced") for v in (column.values(), versus, row.values()))
+    medians = ", ".join(f"{label} {value:.3f}" for label, value in summary.cauchy_trained_median_ratio.items())
+    rows = ", ".join(f"{label} {value:.3f}" for label, value in summary.cauchy_test_row_ratio.items())
     lines = [
-        f"Cauchy-trained layers worse than the others on median: {column_worse}",
-        f"On cauchy tasks, layers trained elsewhere lose to Lloyd (median): {row_loses}",
+        f"Cauchy-trained layers (first column; medians {medians}; the other columns' cells average "
+        f"{summary.other_trained_mean_ratio.min():.3f} to {summary.other_trained_mean_ratio.max():.3f}): "
+        f"above Lloyd in {column_above} of {len(column)} (test family, embedding) cells ({_tally(column.values())}); "
+        f"worse than the layer trained on the other family, paired on the same tasks, in {worse} of {len(versus)} "
+        f"({_tally(versus, 'better', 'worse')})",
+        f"On cauchy tasks, layers trained on the other families (first row; medians {rows}): above Lloyd in "
+        f"{row_above} of {len(row)} (training family, embedding) cells ({_tally(row.values())})",
         f"Lower-right {side} block, 95% intervals: {wins} of {len(cells)} (OH + BN) cells below Lloyd after "
         f"{steps} steps ({_tally(cells.values())}) -> {outcome}",
     ]
     value = (f"{wins} of {len(cells)} OH/BN cells of the non-cauchy {side} block below Lloyd after {steps} steps "
-             f"on 95% intervals ({_tally(cells.values())}); cauchy-trained layers worse than the others: "
-             f"{column_worse}")
+             f"on 95% intervals ({_tally(cells.values())}); cauchy-trained layers above Lloyd in {column_above} of "
+             f"{len(column)} cells and worse than the other layer in {worse} of {len(versus)} paired comparisons")
     return Finding(value, outcome, check=f"every OH/BN cell of the non-cauchy {side} block below Lloyd, its 95% "
                                          "interval over tasks and seeds below 1", report="\n".join(lines),
                    uncertainty=_tally(cells.values()))
