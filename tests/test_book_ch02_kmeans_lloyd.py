@@ -1,10 +1,17 @@
 """Chapter 2's readings of Lloyd's iterations (kmtrf_core.book.ch02_kmeans_lloyd)."""
 
+import numpy as np
 import pytest
 import torch
 
-from kmtrf_core import lloyd, lloyd_trajectory, sample_tasks, sqdist
-from kmtrf_core.book.ch02_kmeans_lloyd import assignment_settling, spread_statistics
+from kmtrf_core import lloyd, lloyd_loss_trajectory, lloyd_trajectory, sample_tasks, sqdist
+from kmtrf_core.book.ch02_kmeans_lloyd import (
+    assignment_settling,
+    contrast_text,
+    family_contrasts,
+    spread_statistics,
+)
+from kmtrf_core.book.uncertainty import bootstrap_interval
 
 
 def test_settling_matches_a_loop_over_the_trajectory():
@@ -54,3 +61,41 @@ def test_spread_statistics_top_defaults_to_one_percent_and_at_least_one():
     stats = spread_statistics(X, C, C)
     per_point = sqdist(X, C).amin(-1)
     torch.testing.assert_close(stats["top_share"], per_point.amax(1) / per_point.sum(1))
+
+
+def test_family_contrasts_reads_lloyd_trajectories():
+    objectives = {family: lloyd_loss_trajectory(*sample_tasks(48, 64, 2, 4, family=family, generator=i,
+                                                              dtype=torch.float64), steps=5)
+                  for i, family in enumerate(("normal", "cauchy", "laplace"))}
+    table = family_contrasts(objectives, [1, 5])
+    assert table.index.tolist() == [(1, "normal"), (1, "laplace"), (5, "normal"), (5, "laplace")]
+    for (step, family), row in table.iterrows():
+        share = {f: (o[step] / o[0]).numpy() for f, o in objectives.items()}
+        assert row.difference == pytest.approx(share["cauchy"].mean() - share[family].mean(), rel=1e-12)
+        assert row.low <= row.difference <= row.high
+        # unpaired: each side's own interval, the difference's ends from the opposite ends
+        _, c_low, c_high = bootstrap_interval(share["cauchy"])
+        _, o_low, o_high = bootstrap_interval(share[family])
+        assert (row.low, row.high) == pytest.approx((c_low - o_high, c_high - o_low))
+        assert row.verdict == ("higher" if row.low > 0 else "lower" if row.high < 0 else "inconclusive")
+    lines = contrast_text(table).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("after 1 step: cauchy keeps more")
+    assert lines[1].startswith("after 5 steps:")
+
+
+def test_family_contrasts_refuses_bad_input():
+    good = np.ones((3, 4)) * np.array([[1.0], [0.5], [0.4]])
+    with pytest.raises(ValueError, match="no 'cauchy' family"):
+        family_contrasts({"normal": good}, [1])
+    with pytest.raises(ValueError, match="at least one family besides"):
+        family_contrasts({"cauchy": good}, [1])
+    with pytest.raises(ValueError, match="beyond the trajectories' 2 steps"):
+        family_contrasts({"cauchy": good, "normal": good}, [3])
+    with pytest.raises(ValueError, match=r"objectives\['normal'\] must be \(T \+ 1, B\)"):
+        family_contrasts({"cauchy": good, "normal": good[:, :1]}, [1])
+    bad = good.copy()
+    bad[0, 1] = 0.0
+    with pytest.raises(ValueError, match="positive starting objectives"):
+        family_contrasts({"cauchy": good, "normal": bad}, [1])
+    with pytest.raises(ValueError, match="steps"):
+        family_contrasts({"cauchy": good, "normal": good}, [0])

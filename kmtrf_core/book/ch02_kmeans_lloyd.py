@@ -5,17 +5,22 @@ module holds the two summaries the chapter shows:
 
 * :func:`assignment_settling`: when Lloyd's assignments stop changing;
 * :func:`spread_statistics`: how concentrated a task's points are after
-  min-max scaling, and where Lloyd's centers end up.
+  min-max scaling, and where Lloyd's centers end up;
+* :func:`family_contrasts`, :func:`contrast_text`: cauchy's share of the starting objective
+  left after a step against each other family's, on 95% intervals over tasks.
 """
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import torch
 
 from ..attention import sqdist
 from ..validation import check_int, check_number, check_points_centers
+from .uncertainty import compare
 
-__all__ = ["assignment_settling", "spread_statistics"]
+__all__ = ["assignment_settling", "contrast_text", "family_contrasts", "spread_statistics"]
 
 
 def assignment_settling(assignments: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,3 +138,86 @@ def spread_statistics(
     low, high = q[0].unsqueeze(1), q[1].unsqueeze(1)
     outside = ((final_centers < low) | (final_centers > high)).any(dim=-1).sum(dim=-1)
     return {"width90": width90, "in_box": in_box, "top_share": top_share, "outside": outside}
+
+
+def family_contrasts(objectives: dict, steps, reference: str = "cauchy") -> pd.DataFrame:
+    """Per step and other family: is ``reference``'s remaining share of the objective larger? (chapter 2)
+
+    The share of task ``b`` after ``t`` steps is ``L(X, C^(t)) / L(X, C^(0))`` (Eq. 1). For each
+    step in ``steps`` and each family other than ``reference``, the difference of the mean
+    shares (reference minus other) gets a 95% bootstrap interval over tasks, unpaired because
+    each family has its own tasks (:func:`~kmtrf_core.book.uncertainty.compare`).
+
+    Parameters
+    ----------
+    objectives : dict
+        Family -> objective trajectory ``(T + 1, B)`` (torch tensor or array), as from
+        :func:`~kmtrf_core.lloyd.lloyd_loss_trajectory`; every starting objective positive.
+    steps : sequence of int
+        Steps ``t`` in ``1..T`` to compare.
+    reference : str
+        The family compared with the others.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``(step, family)``; columns ``difference``, ``low``, ``high`` (the interval
+        of reference minus other) and ``verdict``: ``"higher"`` (the interval above 0: the
+        reference keeps more of its objective), ``"lower"`` or ``"inconclusive"``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> def trajectory(first):  # (T + 1, B) with T = 2
+    ...     start = 1 + rng.random(64)
+    ...     return np.stack([start, first * start, 0.5 * start + 0.01 * rng.standard_normal(64)])
+    >>> table = family_contrasts({"normal": trajectory(0.5), "cauchy": trajectory(0.8)}, [1, 2])
+    >>> table.verdict.tolist()
+    ['higher', 'inconclusive']
+    """
+    if reference not in objectives:
+        raise ValueError(f"objectives has no {reference!r} family (its families: {list(objectives)})")
+    shares = {}
+    for family, trajectory in objectives.items():
+        values = np.asarray(trajectory.cpu() if isinstance(trajectory, torch.Tensor) else trajectory, dtype=float)
+        if values.ndim != 2 or values.shape[0] < 2 or values.shape[1] < 2:
+            raise ValueError(f"objectives[{family!r}] must be (T + 1, B) with T >= 1 and B >= 2, got {values.shape}")
+        if not (np.isfinite(values).all() and (values[0] > 0).all()):
+            raise ValueError(f"objectives[{family!r}] must be finite with positive starting objectives")
+        shares[family] = values / values[0]
+    rows = []
+    for step in steps:
+        step = check_int(step, "steps")
+        for family, share in shares.items():
+            if family == reference:
+                continue
+            if step > share.shape[0] - 1 or step > shares[reference].shape[0] - 1:
+                raise ValueError(f"step {step} is beyond the trajectories' {share.shape[0] - 1} steps")
+            # a: the other family, b: the reference; "reproduced" means the other is below
+            c = compare(share[step], shares[reference][step], paired=False)
+            verdict = {"reproduced": "higher", "not reproduced": "lower"}.get(c.verdict, "inconclusive")
+            rows.append(dict(step=step, family=family, difference=-c.difference, low=-c.high, high=-c.low,
+                             verdict=verdict))
+    if not rows:
+        raise ValueError("objectives must hold at least one family besides the reference")
+    return pd.DataFrame(rows).set_index(["step", "family"])
+
+
+def contrast_text(table: pd.DataFrame, reference: str = "cauchy") -> str:
+    """One line per step of :func:`family_contrasts`: against how many families the reference is higher.
+
+    >>> table = pd.DataFrame({"difference": [0.2, 0.1, -0.1], "low": [0.1, 0.05, -0.2], "high": [0.3, 0.2, 0.1],
+    ...     "verdict": ["higher", "higher", "inconclusive"]},
+    ...     index=pd.MultiIndex.from_tuples([(1, "normal"), (1, "gumbel"), (20, "normal")], names=["step", "family"]))
+    >>> print(contrast_text(table))
+    after 1 step: cauchy keeps more of its starting objective than 2 of 2 other families (2 higher, 0 lower, 0 inconclusive; 95% intervals over tasks)
+    after 20 steps: cauchy keeps more of its starting objective than 0 of 1 other families (0 higher, 0 lower, 1 inconclusive; 95% intervals over tasks)
+    """
+    lines = []
+    for step, part in table.groupby(level="step", sort=True):
+        verdicts = part.verdict.tolist()
+        higher, lower = verdicts.count("higher"), verdicts.count("lower")
+        lines.append(f"after {step} step{'s' if step != 1 else ''}: {reference} keeps more of its starting objective "
+                     f"than {higher} of {len(verdicts)} other families ({higher} higher, {lower} lower, "
+                     f"{len(verdicts) - higher - lower} inconclusive; 95% intervals over tasks)")
+    return "\n".join(lines)
