@@ -28,7 +28,7 @@ import torch
 from .lloyd import kmeans_objective, lloyd, lloyd_trajectory
 from .model import ClusterTransformer, check_gamma, check_model
 from .tasks import FAMILIES, family_tasks, sample_tasks  # noqa: F401  (family_tasks, sample_tasks: the doctests)
-from .validation import check_choice, check_int, check_points_centers, check_table
+from .validation import check_choice, check_int, check_points_centers, check_same_dtype, check_table, check_tensor
 
 __all__ = [
     "MODES",
@@ -208,7 +208,19 @@ def trajectory_losses(X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
     >>> centers = torch.tensor([[[[1.], [9.]]], [[[1.], [math.inf]]]], dtype=torch.float64)  # (2, 1, 2, 1)
     >>> trajectory_losses(X, centers).tolist()
     [[2.0], [inf]]
+    >>> trajectory_losses(X, centers[:, :, :, :0])
+    Traceback (most recent call last):
+    ...
+    ValueError: centers must be (T + 1, B, k, d) or (T + 1, S, B, k, d) with X's B = 1 and d = 1, got shape (2, 1, 2, 0)
     """
+    check_tensor(X, "X", 3)
+    B, d = X.shape[0], X.shape[2]
+    if not isinstance(centers, torch.Tensor) or centers.dim() not in (4, 5) or centers.shape[-3] != B \
+            or centers.shape[-1] != d or 0 in centers.shape:
+        shape = tuple(centers.shape) if isinstance(centers, torch.Tensor) else type(centers).__name__
+        raise ValueError(f"centers must be (T + 1, B, k, d) or (T + 1, S, B, k, d) with X's B = {B} and d = {d}, "
+                         f"got shape {shape}")
+    check_same_dtype(X, centers, "X and centers")
     lead = centers.shape[:-2]
     Xe = X.expand(*lead[:-1], *X.shape)  # (T + 1, (S,) B, n, d)
     finite = torch.isfinite(centers).flatten(-2).all(dim=-1)  # (T + 1, (S,) B)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from kmtrf_core import ClusterTransformer, FAMILIES, has_empty_cluster, lloyd_trajectory, sample_tasks
+from kmtrf_core import ClusterTransformer, FAMILIES, has_empty_cluster, kmeans_objective, lloyd_trajectory, sample_tasks
 from kmtrf_core.evaluate import (
     MODES,
     center_trajectory,
@@ -13,6 +13,7 @@ from kmtrf_core.evaluate import (
     final_ratios,
     lloyd_loss_trajectory,
     loss_trajectory,
+    trajectory_losses,
 )
 from kmtrf_core.tasks import SHIFTS, family_tasks, shifted_tasks
 
@@ -338,3 +339,32 @@ def test_bad_input_raises_value_error(case):
     _, call, match = case
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("ensemble", [False, True])
+def test_trajectory_losses_is_the_objective_of_every_step(ensemble):
+    X, C = sample_tasks(3, 20, 2, 4, generator=5, dtype=torch.float64)
+    centers = lloyd_trajectory(X, C, steps=2).centers  # (3, B, k, d)
+    if ensemble:
+        centers = torch.stack([centers, centers + 0.01], dim=1)  # (3, S=2, B, k, d)
+    centers = centers.clone()
+    centers[1, ..., 0, :, :] = float("nan")  # task 0 overflowed at step 1
+    losses = trajectory_losses(X, centers)
+    assert losses.shape == centers.shape[:-2]
+    for index in np.ndindex(*losses.shape):
+        expected = (float("inf") if index[0] == 1 and index[-1] == 0
+                    else kmeans_objective(X[index[-1]][None], centers[index][None]).item())
+        assert losses[index].item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_trajectory_losses_refuses_mismatched_shapes():
+    X, C = sample_tasks(3, 20, 2, 4, generator=5, dtype=torch.float64)
+    centers = lloyd_trajectory(X, C, steps=2).centers
+    for bad in (centers[:, :2], centers[..., :1], centers[0], centers[None, None], centers[:, :, :0], centers.tolist()):
+        with pytest.raises(ValueError, match=r"centers must be \(T \+ 1, B, k, d\) or \(T \+ 1, S, B, k, d\) "
+                                             r"with X's B = 3 and d = 2"):
+            trajectory_losses(X, bad)
+    with pytest.raises(ValueError, match="X and centers must share a dtype"):
+        trajectory_losses(X, centers.float())
+    with pytest.raises(ValueError, match="X must have rank 3"):
+        trajectory_losses(X[0], centers)
