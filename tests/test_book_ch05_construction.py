@@ -1,10 +1,19 @@
 """Chapter 5's exactness measurements and verdict (kmtrf_core.book.ch05_construction)."""
 
+import math
+
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from kmtrf_core import ClusterTransformer, lloyd, sample_tasks
-from kmtrf_core.book.ch05_construction import layerwise_lloyd_errors, relative_center_error
+from kmtrf_core.book.ch05_construction import (
+    exactness_finding,
+    layerwise_lloyd_errors,
+    relative_center_error,
+    smallest_error,
+)
 
 
 def test_relative_center_error():
@@ -36,3 +45,32 @@ def test_layerwise_errors_grow_at_finite_precision_only_outside_the_theorem():
     X = torch.tensor([[[0.0], [0.25], [0.5], [0.75], [1.0]]], dtype=torch.float64)
     C = torch.tensor([[[0.25], [0.75]]], dtype=torch.float64)
     assert layerwise_lloyd_errors(X, C, "bn", steps=1).item() > 0.1
+
+
+def test_exactness_finding_names_the_schemes_it_counted():
+    table = pd.DataFrame({"scheme": ["oh", "bn", "sc", "sc"], "T": [1, 1, 1, 2], "tasks_in_theorem": [4, 4, 4, 0],
+                          "exact": [4, 4, 3, 0], "worst_rel_error": [1e-16, 2e-16, 0.3, float("nan")]})
+    finding = exactness_finding(table)
+    assert finding.verdict == "not reproduced"
+    assert finding.value.startswith("11 of 12 (task, T <= 2) cases exact to 1e-12 in float64 (OH, BN, SC)")
+    with pytest.raises(ValueError, match="scheme"):
+        exactness_finding(table.drop(columns="scheme"))
+
+
+def test_smallest_error_needs_the_interval():
+    rng = np.random.default_rng(3)
+    base = rng.random((40, 3)) * 1e-2
+    errors = {"oh": base * 5, "bn": base, "sc": base * 2}
+    assert smallest_error(errors, [1, 10, 100]).tolist() == ["BN", "BN", "BN"]
+    errors["sc"] = base * np.exp(0.01 * rng.standard_normal((40, 3)))  # BN's errors up to noise
+    assert set(smallest_error(errors, [1, 10, 100]).tolist()) <= {"BN ~ SC", "SC ~ BN"}
+    exact = {"oh": np.zeros((5, 1)), "bn": np.zeros((5, 1))}  # both exact: a tie
+    assert smallest_error(exact, [math.inf]).tolist() == ["OH ~ BN"]
+    with pytest.raises(ValueError, match="at least two schemes"):
+        smallest_error({"bn": base}, [1, 10, 100])
+    with pytest.raises(ValueError, match=r"errors\['oh'\] must be \(tasks >= 2, 2 gammas\)"):
+        smallest_error(errors, [1, 10])
+    with pytest.raises(ValueError, match="same tasks"):
+        smallest_error({"oh": base, "bn": base[:10]}, [1, 10, 100])
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        smallest_error({"oh": base, "bn": -base}, [1, 10, 100])

@@ -5,11 +5,14 @@ The construction is the paper room's (:meth:`~kmtrf_core.model.ClusterTransforme
 
 * :func:`relative_center_error` and :func:`layerwise_lloyd_errors`: the
   error against Lloyd, layer by layer;
-* :func:`exactness_finding`: the verdict of the claim ``construction_exact``.
+* :func:`exactness_finding`: the verdict of the claim ``construction_exact``;
+* :func:`smallest_error`: at each finite ``gamma``, which scheme's constructed layer is closest
+  to Lloyd, on paired 95% intervals over tasks.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -18,8 +21,9 @@ from ..lloyd import lloyd_trajectory
 from ..model import ClusterTransformer
 from ..validation import check_int, check_points_centers, check_table, check_tensor
 from .claims import Finding, verdict
+from .uncertainty import compare
 
-__all__ = ["exactness_finding", "layerwise_lloyd_errors", "relative_center_error"]
+__all__ = ["exactness_finding", "layerwise_lloyd_errors", "relative_center_error", "smallest_error"]
 
 
 def relative_center_error(centers: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
@@ -98,7 +102,7 @@ def exactness_finding(table: pd.DataFrame) -> Finding:
     Parameters
     ----------
     table : pandas.DataFrame
-        One row per (scheme, ``T``) with ``T``, ``tasks_in_theorem`` (tasks
+        One row per (scheme, ``T``) with ``scheme``, ``T``, ``tasks_in_theorem`` (tasks
         without an empty cluster up to ``T``), ``exact`` (of those, how many
         are within ``1e-12`` of Lloyd in float64) and ``worst_rel_error``.
 
@@ -115,16 +119,74 @@ def exactness_finding(table: pd.DataFrame) -> Finding:
     ...                       "worst_rel_error": [1e-16, 3e-16, float("nan")]})
     >>> finding = exactness_finding(table)
     >>> finding.verdict, finding.value
-    ('reproduced', '14 of 14 (task, T <= 2) cases exact to 1e-12 in float64 (OH, BN); worst relative error 3.0e-16')
+    ('reproduced', '14 of 14 (task, T <= 2) cases exact to 1e-12 in float64 (BN); worst relative error 3.0e-16')
     """
-    check_table(table, "table", ["T", "tasks_in_theorem", "exact", "worst_rel_error"])
+    check_table(table, "table", ["scheme", "T", "tasks_in_theorem", "exact", "worst_rel_error"])
     inside = table[table.tasks_in_theorem > 0]
     all_exact = bool((inside.exact == inside.tasks_in_theorem).all())
     worst = inside.worst_rel_error.max()
     exact, cases = int(inside.exact.sum()), int(inside.tasks_in_theorem.sum())
     report = ("every task inside the theorem's assumptions is exact for every scheme and T: "
               f"{all_exact}\nlargest relative error seen inside: {worst:.2e}")
+    schemes = ", ".join(str(scheme).upper() for scheme in inside.scheme.unique())
     return Finding(f"{exact} of {cases} (task, T <= {int(table['T'].max())}) cases exact to 1e-12 in float64 "
-                   f"(OH, BN); worst relative error {worst:.1e}", verdict(all_exact),
+                   f"({schemes}); worst relative error {worst:.1e}", verdict(all_exact),
                    check="every task without an empty cluster within 1e-12 of Lloyd, every scheme and T",
                    report=report)
+
+
+def smallest_error(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
+    """Per ``gamma``: the scheme closest to Lloyd, if it is closer than the runner-up on a 95% interval.
+
+    The scheme with the smallest median error is compared with the one with the next smallest,
+    on the same tasks (paired), through the log10 of the errors (floored at ``floor``, so that
+    exact zeros compare): the 95% bootstrap interval of the mean difference over tasks must lie
+    below 0 (:func:`~kmtrf_core.book.uncertainty.compare`). Otherwise both are named, as a tie
+    inside the noise.
+
+    Parameters
+    ----------
+    errors : dict
+        Scheme -> relative errors against Lloyd, ``(tasks, len(gammas))``, the same tasks for
+        every scheme (:func:`~kmtrf_core.construction.finite_gamma_error` per ``gamma``).
+    gammas : sequence of float
+        The columns' ``gamma`` values.
+    floor : float
+        The smallest error taken (an exact 0 becomes ``floor``).
+
+    Returns
+    -------
+    pandas.Series
+        Indexed by ``gamma``: ``"BN"`` when BN is closest on the interval, ``"BN ~ OH"``
+        when the best two are inside the noise of each other.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> base = rng.random((64, 2)) * 1e-3
+    >>> errors = {"oh": base * np.array([10.0, 1.0]), "bn": base * np.array([1.0, 1.0])}
+    >>> errors["bn"][:, 1] *= np.exp(0.01 * rng.standard_normal(64))
+    >>> smallest_error(errors, [1.0, 100.0]).tolist()
+    ['BN', 'BN ~ OH']
+    """
+    gammas = list(gammas)
+    if len(errors) < 2:
+        raise ValueError(f"errors must hold at least two schemes, got {list(errors)}")
+    logs = {}
+    for scheme, values in errors.items():
+        values = np.asarray(values.cpu() if isinstance(values, torch.Tensor) else values, dtype=float)
+        if values.ndim != 2 or values.shape[1] != len(gammas) or values.shape[0] < 2:
+            raise ValueError(f"errors[{scheme!r}] must be (tasks >= 2, {len(gammas)} gammas), got {values.shape}")
+        if not (np.isfinite(values).all() and (values >= 0).all()):
+            raise ValueError(f"errors[{scheme!r}] must be finite and non-negative")
+        logs[scheme] = np.log10(np.maximum(values, floor))
+    shapes = {values.shape for values in logs.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"errors must hold the same tasks for every scheme, got shapes {sorted(shapes)}")
+    out = {}
+    for i, gamma in enumerate(gammas):
+        ranked = sorted(logs, key=lambda scheme: float(np.median(logs[scheme][:, i])))
+        first, second = ranked[0], ranked[1]
+        closer = compare(logs[first][:, i], logs[second][:, i]).verdict == "reproduced"
+        out[gamma] = first.upper() if closer else f"{first.upper()} ~ {second.upper()}"
+    return pd.Series(out, name="closest to Lloyd")
