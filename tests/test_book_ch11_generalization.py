@@ -85,15 +85,16 @@ def test_family_summary_and_finding():
     values[:, 1] = 3.0  # cauchy-trained column
     values[1, :] = 2.0  # cauchy test row
     matrix = _matrix(values)
-    summary = family_summary({"oh": matrix, "bn": matrix * 0.5, "na": matrix * 9})
+    noise = 0.02 * np.random.default_rng(0).standard_normal((3, 64))
+    samples = {(train, test, scheme): matrix.loc[test, train] * (0.5 if scheme == "bn" else 1) + noise
+               for train in FAMILIES for test in FAMILIES for scheme in ("oh", "bn")}
+    summary = family_summary({"oh": matrix, "bn": matrix * 0.5, "na": matrix * 9}, samples)
     assert summary.index.tolist() == ["OH:L2", "BN:L2"]
     oh = summary.loc["OH:L2"]
     assert oh.cauchy_trained_median_ratio == 3.0
     assert oh.other_trained_mean_ratio == pytest.approx((0.5 * 16 + 2.0 * 4) / 20)
     assert oh.cauchy_test_row_ratio == 2.0 and oh.block_4x4_cells_beating_lloyd == 16
-    noise = 0.02 * np.random.default_rng(0).standard_normal((3, 64))
-    samples = {(train, test, scheme): matrix.loc[test, train] * (0.5 if scheme == "bn" else 1) + noise
-               for train in FAMILIES for test in FAMILIES for scheme in ("oh", "bn")}
+    assert oh.block_4x4_cells_inconclusive == 0
     finding = family_finding(summary, 20, samples)
     assert finding.verdict == "reproduced"
     assert finding.value == ("32 of 32 OH/BN cells of the non-cauchy 4x4 block below Lloyd after 20 steps on 95% "
@@ -114,12 +115,37 @@ def test_family_summary_and_finding():
     assert family_finding(summary, 20, samples).verdict == "partly"
 
 
+def test_family_summary_counts_block_cells_on_their_intervals_not_their_medians():
+    values = np.full((5, 5), 0.5)
+    values[:, 1] = 3.0  # cauchy-trained column
+    matrix = _matrix(values)
+    spread = np.random.default_rng(2).standard_normal((2, 64))
+    samples = {(train, test, scheme): matrix.loc[test, train] + 0.02 * spread
+               for train in FAMILIES for test in FAMILIES for scheme in ("oh", "bn")}
+    # two OH cells whose median is below 1 but whose tasks straddle it: not counted as beating Lloyd
+    samples[("normal", "gumbel", "oh")] = 0.98 + 0.5 * spread
+    samples[("gumbel", "normal", "oh")] = 0.95 + 0.5 * spread
+    matrix_oh = matrix.copy()
+    matrix_oh.loc["gumbel", "normal"], matrix_oh.loc["normal", "gumbel"] = 0.98, 0.95
+    summary = family_summary({"oh": matrix_oh, "bn": matrix}, samples)
+    assert (matrix_oh.drop(index="cauchy", columns="cauchy") < 1).to_numpy().sum() == 16  # the medians say 16
+    assert summary.loc["OH:L2"].block_4x4_cells_beating_lloyd == 14
+    assert summary.loc["OH:L2"].block_4x4_cells_inconclusive == 2
+    assert summary.loc["BN:L2"].block_4x4_cells_beating_lloyd == 16
+    # the count is the one family_finding decides on
+    finding = family_finding(summary, 20, samples)
+    assert finding.value.startswith(f"{int(summary.block_4x4_cells_beating_lloyd.sum())} of 32 OH/BN cells")
+    del samples[("normal", "gumbel", "bn")]
+    with pytest.raises(ValueError, match="samples lacks 1 .*non-cauchy block.*'normal', 'gumbel', 'bn'"):
+        family_summary({"oh": matrix, "bn": matrix}, samples)
+
+
 def test_family_finding_refuses_incomplete_samples():
     matrix = _matrix(np.full((5, 5), 0.5))
-    summary = family_summary({"oh": matrix, "bn": matrix})
     noise = 0.02 * np.random.default_rng(0).standard_normal((2, 16))
     samples = {(train, test, scheme): 0.5 + noise
                for train in FAMILIES for test in FAMILIES for scheme in ("oh", "bn")}
+    summary = family_summary({"oh": matrix, "bn": matrix}, samples)
     del samples[("cauchy", "normal", "bn")]
     with pytest.raises(ValueError, match="samples lacks 1 .*'cauchy', 'normal', 'bn'"):
         family_finding(summary, 20, samples)

@@ -230,8 +230,8 @@ def _openq_groups(training, section4, openq) -> list:
                  f"the BN layer with gamma annealed from 1 to {openq.gamma_end:g} during training"),
         RunGroup("openq_anneal_tau", bn, {"tau_end": [openq.tau_end]}, "18",
                  f"the BN layer with tau annealed from 0.1 to {openq.tau_end:g} during training"),
-        # a cap 1.5x the usual when runs stop on flatness: with the block the curve is still falling at the usual
-        # cap; the rule, not the cap, stops the run, and the layer without the block (openq_codes) stopped before
+        # a cap 1.5x the usual when runs stop on flatness: in one book build the curve with the block was still
+        # falling at the usual cap, so the stop rule, not the cap, should end the run (the fixed budget otherwise)
         RunGroup("openq_ffn", dataclasses.replace(bn, steps=bn.steps if bn.until_flat is None else bn.steps * 3 // 2),
                  {"ffn": [openq.ffn]}, "19",
                  f"the BN layer with a feedforward block of width {openq.ffn} (without it: openq_codes)"),

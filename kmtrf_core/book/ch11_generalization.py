@@ -305,14 +305,22 @@ def shift_finding(final, steps: int, samples: dict, shifts=SHIFTS) -> Finding:
                                          "interval over tasks and seeds below 1", report="\n".join(lines))
 
 
-def family_summary(matrices: dict) -> pd.DataFrame:
+def family_summary(matrices: dict, samples: dict) -> pd.DataFrame:
     """Figure 8's three readings, per embedding, from the train x test family matrices (chapter 11).
+
+    The medians and the mean describe the matrices; the count of block cells beating Lloyd is
+    decided cell by cell on the 95% interval over tasks and seeds (:func:`cell_verdicts`), the
+    same decision as :func:`family_finding`'s, never on a median alone.
 
     Parameters
     ----------
     matrices : dict
         ``scheme -> matrix`` from :func:`~kmtrf_core.evaluate.family_matrix`
         (rows test families, columns training families); read for OH and BN.
+    samples : dict
+        ``(train_family, test_family, scheme) -> (S, B)`` per-task ratios to Lloyd
+        (:func:`family_generalization` with ``sampled``), for OH and BN and every
+        pair of non-cauchy families of the matrices.
 
     Returns
     -------
@@ -320,28 +328,41 @@ def family_summary(matrices: dict) -> pd.DataFrame:
         Indexed by embedding label; columns ``cauchy_trained_median_ratio``
         (median of the cauchy column), ``other_trained_mean_ratio`` (the
         mean over all cells of the other columns), ``cauchy_test_row_ratio``
-        (median of the cauchy row outside the cauchy column) and
-        ``block_4x4_cells_beating_lloyd`` (cells below 1 among non-cauchy
-        training and test families).
+        (median of the cauchy row outside the cauchy column),
+        ``block_4x4_cells_beating_lloyd`` (cells among non-cauchy training and
+        test families whose 95% interval is below 1) and
+        ``block_4x4_cells_inconclusive`` (those whose interval contains 1).
 
     Examples
     --------
+    >>> import numpy as np
     >>> families = ["normal", "cauchy", "gumbel"]
     >>> M = pd.DataFrame([[0.5, 2.0, 0.8], [3.0, 4.0, 1.5], [0.9, 2.5, 1.1]],
     ...                  index=families, columns=families)
-    >>> family_summary({"oh": M, "bn": M}).loc["OH:L2"].tolist()
-    [2.5, 1.3, 2.25, 3.0]
+    >>> noise = 0.02 * np.random.default_rng(0).standard_normal((2, 64))
+    >>> samples = {(train, test, s): M.loc[test, train] + noise for train in families for test in families
+    ...            for s in ("oh", "bn")}
+    >>> samples[("normal", "gumbel", "oh")] = 1.0 + noise  # median 0.9, interval across 1
+    >>> family_summary({"oh": M, "bn": M}, samples).loc["OH:L2"].tolist()
+    [2.5, 1.3, 2.25, 2.0, 1.0]
     """
     rows = []
     for scheme in _OH_BN:
         matrix = matrices[scheme]
         others = [f for f in matrix.columns if f != "cauchy"]
+        block = [(train, test, scheme) for train in others for test in others]
+        missing = [key for key in block if key not in samples]
+        if missing:
+            raise ValueError(f"samples lacks {len(missing)} (train family, test family, scheme) cells of the "
+                             f"non-cauchy block, e.g. {missing[0]}")
+        cells = list(cell_verdicts({key: samples[key] for key in block}).values())
         rows.append(dict(
             embedding=l2_label(scheme),
             cauchy_trained_median_ratio=float(matrix["cauchy"].median()),
             other_trained_mean_ratio=float(matrix[others].to_numpy().ravel().mean()),
             cauchy_test_row_ratio=float(matrix.loc["cauchy", others].median()),
-            block_4x4_cells_beating_lloyd=int((matrix.loc[others, others] < 1).to_numpy().sum()),
+            block_4x4_cells_beating_lloyd=cells.count("reproduced"),
+            block_4x4_cells_inconclusive=cells.count("inconclusive"),
         ))
     return pd.DataFrame(rows).set_index("embedding")
 
@@ -361,7 +382,7 @@ def family_finding(summary, steps: int, samples: dict, families=FAMILIES) -> Fin
     Parameters
     ----------
     summary : pandas.DataFrame
-        From :func:`family_summary` (the medians quoted in the report).
+        From :func:`family_summary` (its medians and mean are quoted in the report).
     steps : int
         ``T``, for the text.
     samples : dict
@@ -381,7 +402,8 @@ def family_finding(summary, steps: int, samples: dict, families=FAMILIES) -> Fin
     >>> import numpy as np
     >>> summary = pd.DataFrame({"cauchy_trained_median_ratio": [3.0, 4.0],
     ...     "other_trained_mean_ratio": [0.8, 0.9], "cauchy_test_row_ratio": [1.5, 2.0],
-    ...     "block_4x4_cells_beating_lloyd": [4, 3]}, index=["OH:L2", "BN:L2"])
+    ...     "block_4x4_cells_beating_lloyd": [4, 3], "block_4x4_cells_inconclusive": [0, 1]},
+    ...     index=["OH:L2", "BN:L2"])
     >>> noise = 0.02 * np.random.default_rng(0).standard_normal((2, 64))
     >>> fams = ("normal", "gumbel", "cauchy")
     >>> samples = {(a, b, s): 0.8 + noise for a in fams for b in fams for s in ("oh", "bn")}
