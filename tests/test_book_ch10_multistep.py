@@ -25,7 +25,8 @@ def test_multistep_summary_reads_step_one_and_the_last_step(step_table):
     assert summary.model.tolist() == ["OH:L2", "OH:L2", "NA:NE", "NA:NE"]
     assert summary["mode"].tolist() == ["naive", "reembed"] * 2
     row = summary.iloc[1]
-    assert row.loss_step1 == 6.5 and row.loss_stepT == 3.0 and row.improves_after_step1
+    assert row.loss_step1 == 6.5 and row.loss_stepT == 3.0
+    assert "improves_after_step1" not in summary  # no per-task changes: no verdict from the medians
     assert row.ratio_to_lloyd_T == pytest.approx(1.0)
     assert summary.iloc[2].diverged == 0.5 and summary.iloc[0].diverged == 0.0
     # an earlier step as T
@@ -34,6 +35,35 @@ def test_multistep_summary_reads_step_one_and_the_last_step(step_table):
     for row in summary.itertuples():
         model = ("oh", "l2") if row.model == "OH:L2" else ("na", "ne")
         assert row.ratio_to_lloyd_T == ratios[(model, "normal", row.mode)]
+
+
+
+def test_multistep_summary_decides_improvement_on_the_paired_interval(step_table):
+    lloyd = [10.0, 5.0, 4.0, 3.0]
+    # the medians of the table would say OH improves and NA does not: the per-task changes decide
+    table = step_table({("oh", "l2"): {"naive": [[10, 6, 9, 12]] * 2, "reembed": [[10, 6, 4, 2]] * 2},
+                        ("na", "ne"): {"naive": [[10, 8, 9, 10]] * 2, "reembed": [[10, 8, 7, 6]] * 2}}, lloyd)
+    noise = 0.05 * np.random.default_rng(2).standard_normal((2, 2, 256))
+    changes = {("naive", "OH:L2"): (1 + noise[0], 3 + noise[1]),           # worse: no
+               ("reembed", "OH:L2"): (1 + noise[0], 0.99 + noise[1]),       # noisy, around -margin: inconclusive
+               ("naive", "NA:NE"): (1 + noise[0], 0.9 + noise[0]),          # exactly 0.1 lower: yes
+               ("reembed", "NA:NE"): (1 + noise[0], 0.995 + noise[0])}      # exactly 0.005 lower, margin 0.01: no
+    summary = multistep_summary(table, changes=changes)
+    assert summary.improves_after_step1.tolist() == ["no", "inconclusive", "yes", "no"]
+    assert summary.stepT_minus_step1.iloc[2] == "-0.100 [-0.100, -0.100] (95% CI; margin 0.01)"
+    assert "95% CI; margin 0.01" in summary.stepT_minus_step1.iloc[1]
+    # a larger margin turns the 0.1 improvement into "no", a zero margin the 0.005 one into "yes"
+    assert multistep_summary(table, changes=changes, margin=0.2).improves_after_step1.iloc[2] == "no"
+    assert multistep_summary(table, changes=changes, margin=0.0).improves_after_step1.iloc[3] == "yes"
+    # a diverged task (inf after T) is never an improvement
+    blown = {key: (first, last.copy()) for key, (first, last) in changes.items()}
+    blown[("naive", "NA:NE")][1][0, 5] = math.inf
+    assert multistep_summary(table, changes=blown).improves_after_step1.iloc[2] == "no"
+    with pytest.raises(ValueError, match="changes must hold"):
+        multistep_summary(table, changes={key: value for key, value in changes.items() if key[1] == "OH:L2"})
+    with pytest.raises(ValueError, match="steps must be the table's last step 3"):
+        multistep_summary(table, steps=2, changes=changes)
+    assert multistep_summary(table, steps=3, changes=changes).improves_after_step1.iloc[2] == "yes"
 
 
 NOISE = 0.05 * np.random.default_rng(0).standard_normal((2, 256))

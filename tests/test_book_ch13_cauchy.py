@@ -12,6 +12,7 @@ from kmtrf_core.book.ch13_cauchy import (
     family_training_finding,
     gap_finding,
     margin_report,
+    margin_samples,
     settling_ranges,
     smoothing_margins,
 )
@@ -143,18 +144,66 @@ def _margins(exact, margin):
     return pd.DataFrame(rows).set_index(["family", "centers"])
 
 
-def test_margin_report_and_cauchy_stands_out():
+def test_margin_report_reads_the_initial_centers():
     margins = _margins([0.7, 0.2, 0.6, 0.6, 0.6], [0.25, 0.03, 0.13, 0.2, 0.15])
     text = margin_report(margins)
     assert text.splitlines()[0].endswith("normal 0.70, cauchy 0.20, gumbel 0.60, laplace 0.60, "
-                                         "lognormal 0.60. Lowest: cauchy.")
+                                         "lognormal 0.60.")
+    assert "Lowest" not in text  # a ranking of point values is not a verdict: cauchy_stands_out decides
     assert text.splitlines()[1] == ("Median margin between the two nearest centers: cauchy 0.03, "
                                     "other families 0.13 to 0.25 (tau = 0.1).")
-    assert cauchy_stands_out(margins)
-    assert not cauchy_stands_out(_margins([0.7, 0.2, 0.6, 0.6, 0.6],
-                                          [0.25, 0.03, 0.01, 0.2, 0.15]))
-    assert not cauchy_stands_out(_margins([0.7, 0.2, 0.1, 0.6, 0.6],
-                                          [0.25, 0.03, 0.13, 0.2, 0.15]))
+
+
+def test_margin_samples_are_the_per_task_values():
+    tests = family_tasks(4, 24, 2, 4, families=("normal", "cauchy"), generator=5, dtype=torch.float64)
+    samples = margin_samples(tests, tau=0.1)
+    assert samples.index.tolist() == [(f, t) for f in ("normal", "cauchy") for t in range(4)]
+    X, C = tests["cauchy"]
+    two = ((X[:, :, None, :] - C[:, None, :, :]) ** 2).sum(-1).sort(dim=-1).values[..., :2]
+    margin = two[..., 1] - two[..., 0]  # (B, n)
+    np.testing.assert_allclose(samples.loc["cauchy", "exact_fraction"], (margin >= 0.1).double().mean(dim=1))
+    np.testing.assert_allclose(samples.loc["cauchy", "median_margin"], margin.median(dim=1).values)
+    # a larger tau makes exact smoothing rarer, the margins stay
+    wider = margin_samples(tests, tau=1.0)
+    assert (wider.exact_fraction <= samples.exact_fraction).all()
+    np.testing.assert_allclose(wider.median_margin, samples.median_margin)
+    with pytest.raises(ValueError, match="tests"):
+        margin_samples({})
+
+
+def _samples(exact, margin, tasks=64, seed=0):
+    """Per-task margin samples, one family per (exact, margin) level in FAMILIES' order, with noise."""
+    rng = np.random.default_rng(seed)
+    frames = {f: pd.DataFrame({"exact_fraction": e + 0.05 * rng.standard_normal(tasks),
+                               "median_margin": m + 0.01 * rng.standard_normal(tasks)})
+              for f, e, m in zip(FAMILIES, exact, margin)}
+    return pd.concat(frames, names=["family", "task"])
+
+
+def test_cauchy_stands_out_on_intervals_over_tasks():
+    answer, report = cauchy_stands_out(_samples([0.7, 0.2, 0.6, 0.6, 0.6], [0.25, 0.03, 0.13, 0.2, 0.15]))
+    assert answer == "yes"
+    assert report.splitlines()[-1].endswith("cauchy lower in 8 of 8 comparisons, higher in 0 -> yes")
+    assert len(report.splitlines()) == 1 + 8 + 1 and "95% CI; margin 0" in report
+    assert "median margin between the two nearest centers, cauchy - gumbel: " in report
+    # a family with smaller margins than cauchy: no
+    answer, report = cauchy_stands_out(_samples([0.7, 0.2, 0.6, 0.6, 0.6], [0.25, 0.03, 0.01, 0.2, 0.15]))
+    assert answer == "no" and report.endswith("higher in 1 -> no")
+    # a family with as few exact points as cauchy: the point values differ (0.2 vs 0.215) but the intervals
+    # over 64 noisy tasks overlap: inconclusive, not yes
+    point = _samples([0.7, 0.2, 0.215, 0.6, 0.6], [0.25, 0.03, 0.13, 0.2, 0.15])
+    assert point.loc["cauchy", "exact_fraction"].mean() < point.loc["gumbel", "exact_fraction"].mean()
+    answer, report = cauchy_stands_out(point)
+    assert answer == "inconclusive" and report.endswith("lower in 7 of 8 comparisons, higher in 0 -> inconclusive")
+    # the same gap with many noiseless tasks separates
+    exact = _samples([0.7, 0.2, 0.215, 0.6, 0.6], [0.25, 0.03, 0.13, 0.2, 0.15], tasks=4096)
+    exact["exact_fraction"] = exact.groupby(level="family").exact_fraction.transform("mean")
+    exact.loc["gumbel", "exact_fraction"] = exact.loc["cauchy", "exact_fraction"].to_numpy() + 0.015
+    assert cauchy_stands_out(exact)[0] == "yes"
+    with pytest.raises(ValueError, match="cauchy"):
+        cauchy_stands_out(point.drop(index="cauchy", level="family"))
+    with pytest.raises(ValueError, match="samples"):
+        cauchy_stands_out(point.drop(columns="median_margin"))
 
 
 @pytest.mark.parametrize("cauchy, expected", [(8.0, "reproduced"), (3.0, "partly"), (0.25, "not reproduced"),

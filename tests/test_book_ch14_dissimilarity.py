@@ -14,6 +14,7 @@ from kmtrf_core.book.ch14_dissimilarity import (
     emd_finding,
     emd_transfer_finding,
     family_emd,
+    lowest_distances,
     transfer_correlation,
 )
 from kmtrf_core.dissimilarity import block_labels, block_summary, distance_samples, emd_matrix
@@ -44,7 +45,8 @@ def test_emd_finding():
     assert finding.verdict == "reproduced"
     assert finding.value == ("mean EMD within cauchy 0.1, cauchy to others 0.475, among the others "
                              "0.2 (16 tasks per family)")
-    assert "Closest family to cauchy: lognormal (the paper: laplace)." in finding.report
+    assert "Closest family to cauchy on the block means (no interval): lognormal (the paper: laplace)." \
+        in finding.report
     blocks.loc["cauchy", "cauchy"] = 0.9
     assert emd_finding(blocks, 16).verdict == "not reproduced"
 
@@ -94,11 +96,53 @@ def test_emd_finding_on_intervals(far, spread, expected):
         blocks = block_summary(D, labels)
     finding = emd_finding(blocks, 16, draws=block_draws(D, labels))
     assert finding.verdict == expected
+    # the four families near 0 are the same distribution: the closest to cauchy is not separated
+    assert "Closest family to cauchy: not separated (" in finding.report
     assert "95% interval [" in finding.uncertainty and "separation" in finding.report
     with pytest.raises(ValueError, match="draws"):
         emd_finding(blocks, 16, draws=np.zeros((10, 4, 4)))
     with pytest.raises(ValueError, match="cauchy"):
         emd_finding(blocks.drop(index="cauchy", columns="cauchy"), 16)
+
+
+def test_emd_finding_names_the_closest_family_on_its_interval():
+    rng = np.random.default_rng(4)
+    where = {"normal": 0.0, "cauchy": 3.0, "gumbel": 0.1, "laplace": 1.5, "lognormal": 0.2}
+    labels = [family for family in FAMILIES for _ in range(16)]
+    points = np.array([where[family] for family in labels]) + 0.05 * rng.standard_normal(len(labels))
+    D = np.abs(points[:, None] - points[None, :])
+    blocks = block_summary(D, labels)
+    finding = emd_finding(blocks, 16, draws=block_draws(D, labels))
+    line = finding.report.splitlines()[1]
+    assert line.startswith("Closest family to cauchy: laplace (next closest minus laplace +1.")
+    assert "95% interval [+1." in line and line.endswith("; the paper: laplace).")
+    # laplace and lognormal at the same place: the point values still pick one, the interval does not
+    points[np.asarray(labels) == "laplace"] = points[np.asarray(labels) == "lognormal"] + 0.01
+    D = np.abs(points[:, None] - points[None, :])
+    finding = emd_finding(block_summary(D, labels), 16, draws=block_draws(D, labels))
+    assert finding.report.splitlines()[1].startswith("Closest family to cauchy: not separated (laplace on the block ")
+
+
+def test_lowest_distances_on_intervals_over_tasks():
+    rng = np.random.default_rng(5)
+    labels = [family for family in FAMILIES for _ in range(12)]
+    level = {"normal": 1.0, "cauchy": 0.1, "gumbel": 1.0, "laplace": 0.8, "lognormal": 0.9}
+    samples = np.stack([level[family] * rng.random(40) for family in labels])
+    family, line = lowest_distances(samples, labels)
+    assert family == "cauchy" and line.endswith("Below every other family on 95% intervals over tasks (unpaired): "
+                                                "4 of 4 -> yes")
+    assert "cauchy minus the least separated, laplace: " in line and "(95% CI; margin 0)" in line
+    # cauchy's tasks barely below laplace's: lowest on the point values, not on the intervals
+    level["cauchy"] = 0.79
+    samples = np.stack([level[family] * rng.random(40) for family in labels])
+    family, line = lowest_distances(samples, labels)
+    means = {f: np.median(samples[np.asarray(labels) == f], axis=1).mean() for f in FAMILIES}
+    assert family == min(means, key=means.get)
+    assert line.endswith("-> inconclusive")
+    with pytest.raises(ValueError, match="one label per row"):
+        lowest_distances(samples, labels[:-1])
+    with pytest.raises(ValueError, match="two tasks each"):
+        lowest_distances(samples[:13], labels[:13])
 
 
 def test_distance_quantiles():
@@ -141,12 +185,16 @@ def test_transfer_correlation_finds_a_monotone_penalty():
     corr = transfer_correlation(blocks, table, schemes=("oh", "bn"))
     assert corr.index.tolist() == ["OH:L2", "BN:L2"]
     assert corr.pairs.tolist() == [10, 10]  # the unordered pairs of 5 families
+    assert corr.pairs_per_family.tolist() == [4, 4] and corr.relabellings.tolist() == [120, 120]
     assert corr.spearman_rho.tolist() == pytest.approx([1.0, -1.0])
     assert corr.p_value.tolist() == pytest.approx([1 / 120, 1.0])  # exact Mantel test: 5! relabellings
     finding = emd_transfer_finding(corr)
     assert finding.verdict == "partly"
     assert finding.value == ("Spearman rho -1.00 to 1.00 over 10 unordered family pairs (Mantel test); "
                              "significant at 5% for 1 of 2 embeddings")
+    assert finding.report.splitlines()[1].startswith("Over 10 unordered family pairs, each family in 4 of them")
+    assert finding.report.endswith("all 120 relabellings of the families, so the smallest possible is "
+                                   "1/120 = 0.00833.")
 
 
 def test_transfer_correlation_on_evaluated_layers():
@@ -164,6 +212,7 @@ def test_transfer_correlation_on_evaluated_layers():
                for a, b in pairs]
     assert corr.loc["BN:L2", "spearman_rho"] == pytest.approx(spearmanr(emd, penalty)[0])
     assert int(corr.loc["BN:L2", "pairs"]) == 3 and 0 < corr.loc["BN:L2", "p_value"] <= 1
+    assert int(corr.loc["BN:L2", "pairs_per_family"]) == 2 and int(corr.loc["BN:L2", "relabellings"]) == 6
 
 
 def test_transfer_finding_needs_significance():
@@ -172,4 +221,5 @@ def test_transfer_finding_needs_significance():
     finding = emd_transfer_finding(corr)
     assert finding.verdict == "not reproduced"
     assert "positive for 2 of 2 embeddings, significant at 5% for 0" in finding.report
+    assert "\n" not in finding.report  # no counts of pairs per family: no line about them
     assert finding.verdict in VERDICTS

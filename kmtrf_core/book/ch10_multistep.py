@@ -4,7 +4,8 @@ The trajectories are the paper room's (:func:`~kmtrf_core.evaluate.center_trajec
 :func:`~kmtrf_core.evaluate.evaluate_models`); the layers are the catalog's
 Section 4 layers (group ``section4_schemes``). This module reads the table:
 
-* :func:`multistep_summary`: per layer and mode, the loss after step 1 and after ``T``;
+* :func:`multistep_summary`: per layer and mode, the loss after step 1 and after ``T``, and
+  whether it keeps improving after step 1 (on a 95% interval);
 * :func:`step_changes`: per task, the loss after step 1 and after ``T`` (the intervals);
 * :func:`multistep_findings`: the verdicts of ``multistep_naive`` and ``multistep_reembed``.
 """
@@ -24,7 +25,8 @@ from .uncertainty import combine, compare
 __all__ = ["multistep_findings", "multistep_summary", "step_changes"]
 
 
-def multistep_summary(table, steps: int | None = None) -> pd.DataFrame:
+def multistep_summary(table, steps: int | None = None, changes: dict | None = None,
+                      margin: float = MARGIN) -> pd.DataFrame:
     """Per model and mode, the loss after step 1 and after ``steps`` steps (Figure 6, chapter 10).
 
     Parameters
@@ -34,14 +36,29 @@ def multistep_summary(table, steps: int | None = None) -> pd.DataFrame:
         ``(scheme, omega)``.
     steps : int, optional
         The last step ``T``; default the last step in the table.
+    changes : dict, optional
+        :func:`step_changes` of the same trajectories, ``(mode, label)`` ->
+        ``(after step 1, after T)``: with them each row says whether the loss
+        keeps improving after step 1, decided on the paired 95% interval over
+        tasks and seeds (:func:`~kmtrf_core.book.uncertainty.compare`). They are
+        read at the trajectories' last step, so ``steps`` must then be the
+        table's last step.
+    margin : float
+        How much lower (in units of one Lloyd step's loss) the loss after ``T``
+        must be to count as an improvement.
 
     Returns
     -------
     pandas.DataFrame
         One row per (model, mode): ``model`` (label), ``mode``, ``loss_step1``
-        and ``loss_stepT`` (medians over members), ``improves_after_step1``,
-        ``ratio_to_lloyd_T`` (median ratio to Lloyd at ``T``) and ``diverged``
-        (fraction of diverged tasks at ``T``).
+        and ``loss_stepT`` (medians over members, for reading, not for a
+        verdict), ``ratio_to_lloyd_T`` (median ratio to Lloyd at ``T``) and
+        ``diverged`` (fraction of diverged tasks at ``T``). With ``changes``
+        also ``stepT_minus_step1`` (the mean over tasks of the loss after ``T``
+        minus the loss after step 1, with its 95% interval and the margin) and
+        ``improves_after_step1``: ``"yes"`` when that interval lies entirely
+        below ``-margin``, ``"no"`` when entirely above it, else
+        ``"inconclusive"``.
 
     Examples
     --------
@@ -50,22 +67,39 @@ def multistep_summary(table, steps: int | None = None) -> pd.DataFrame:
     ...     "step": [1, 2, 1, 2], "loss": [4.0, 8.0, 4.0, 2.0],
     ...     "lloyd_loss": [3.0, 2.5, 3.0, 2.5], "ratio": [4 / 3, 3.2, 4 / 3, 0.8],
     ...     "diverged": 0.0})
-    >>> multistep_summary(table)[["model", "mode", "improves_after_step1",
-    ...                           "ratio_to_lloyd_T"]].values.tolist()
-    [['BN:L2', 'naive', False, 3.2], ['BN:L2', 'reembed', True, 0.8]]
+    >>> multistep_summary(table)[["model", "mode", "ratio_to_lloyd_T"]].values.tolist()
+    [['BN:L2', 'naive', 3.2], ['BN:L2', 'reembed', 0.8]]
+    >>> noise = 0.05 * np.random.default_rng(0).standard_normal((1, 64))
+    >>> changes = {("naive", "BN:L2"): (1 + noise, 2 + noise),
+    ...            ("reembed", "BN:L2"): (1 + noise, 0.995 + noise[:, ::-1])}
+    >>> multistep_summary(table, changes=changes).improves_after_step1.tolist()
+    ['no', 'inconclusive']
     """
-    steps = int(table.step.max()) if steps is None else steps
+    last = int(table.step.max())
+    if changes is not None and steps not in (None, last):
+        raise ValueError(f"steps must be the table's last step {last} (or None) when changes are given, "
+                         f"got {steps!r}")
+    steps = last if steps is None else steps
     ratios = final_ratios(table, step=steps).reset_index()
     rows = []
     for (model, mode), part in table.groupby(["model", "mode"], sort=False):
         wide = part.pivot_table(index="step", columns="member", values="loss", aggfunc="first")
-        loss_1, loss_T = wide.loc[1].median(), wide.loc[steps].median()
         mine = ratios[(ratios.model == model) & (ratios["mode"] == mode)]
-        rows.append(dict(model=run_label(model), mode=mode, loss_step1=loss_1, loss_stepT=loss_T,
-                         improves_after_step1=bool(loss_T < loss_1),
-                         ratio_to_lloyd_T=float(mine["median"].iloc[0]),
-                         diverged=float(part[part.step == steps].diverged.mean())))
+        row = dict(model=run_label(model), mode=mode, loss_step1=wide.loc[1].median(),
+                   loss_stepT=wide.loc[steps].median(), ratio_to_lloyd_T=float(mine["median"].iloc[0]),
+                   diverged=float(part[part.step == steps].diverged.mean()))
+        if changes is not None:
+            if (mode, row["model"]) not in changes:
+                raise ValueError(f"changes must hold every (mode, model label) of the table, missing "
+                                 f"{(mode, row['model'])!r}")
+            first, after_T = changes[(mode, row["model"])]
+            outcome = compare(after_T, first, margin)  # paired: the same tasks and seeds
+            row.update(stepT_minus_step1=outcome.text(), improves_after_step1=_ANSWERS[outcome.verdict])
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+_ANSWERS = {"reproduced": "yes", "not reproduced": "no", "inconclusive": "inconclusive"}
 
 
 def step_changes(trajectories: dict, X: torch.Tensor, C: torch.Tensor) -> dict:

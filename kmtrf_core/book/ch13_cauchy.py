@@ -9,8 +9,9 @@ reads them:
   tasks of each layer's own family, on 95% intervals; whether cauchy's curves settle first is read on
   the ranges over seeds);
 * :func:`gap_samples`, :func:`gap_finding`: Figure 5 and the claim ``cauchy_gap`` (on an interval over tasks);
-* :func:`smoothing_margins`, :func:`margin_report`, :func:`cauchy_stands_out`:
-  where the smoothing gap comes from, per family (the paper's hypothesis, measured).
+* :func:`smoothing_margins`, :func:`margin_report`: where the smoothing gap comes from, per family;
+  :func:`margin_samples`, :func:`cauchy_stands_out`: whether cauchy tasks stand out there, on 95%
+  intervals over tasks (the paper's hypothesis, measured).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from .heldout import eval_tasks
 from .uncertainty import combine, compare, range_ahead, range_text, ratio_interval, seed_range
 
 __all__ = ["cauchy_stands_out", "family_convergence", "family_training_finding", "gap_finding", "gap_samples",
-           "margin_report", "own_family_ratios", "settling_ranges", "smoothing_margins"]
+           "margin_report", "margin_samples", "own_family_ratios", "settling_ranges", "smoothing_margins"]
 
 
 def family_convergence(history, families=FAMILIES) -> pd.DataFrame:
@@ -407,8 +408,10 @@ def smoothing_margins(layers: dict, tests: dict, tau: float = 0.1) -> pd.DataFra
 def margin_report(margins, tau: float = 0.1) -> str:
     """Two lines on :func:`smoothing_margins` at the initial centers (chapter 13).
 
-    The fraction of exactly smoothed points per family (and the lowest), and
-    the median margin of cauchy against the range of the other families.
+    The fraction of exactly smoothed points per family, and the median margin
+    of cauchy against the range of the other families: point values to read.
+    Whether cauchy stands out is decided on intervals over tasks by
+    :func:`cauchy_stands_out`.
 
     Parameters
     ----------
@@ -427,10 +430,8 @@ def margin_report(margins, tau: float = 0.1) -> str:
     ...     "exact_fraction": [0.7, 0.2], "median_margin": [0.25, 0.03]}
     ...     ).set_index(["family", "centers"])
     >>> print(margin_report(margins))
-    Fraction of points where L2 smoothing is exact at the initial centers: normal 0.70, cauchy
-    0.20. Lowest: cauchy.
-    Median margin between the two nearest centers: cauchy 0.03, other families 0.25 to 0.25 (tau =
-    0.1).
+    Fraction of points where L2 smoothing is exact at the initial centers: normal 0.70, cauchy 0.20.
+    Median margin between the two nearest centers: cauchy 0.03, other families 0.25 to 0.25 (tau = 0.1).
     """
     initial = margins.xs("initial centers", level="centers")
     others = [f for f in initial.index if f != "cauchy"]
@@ -439,37 +440,107 @@ def margin_report(margins, tau: float = 0.1) -> str:
         "Fraction of points where L2 smoothing is exact at the initial centers: "
         + ", ".join(f"{family} {initial.loc[family, 'exact_fraction']:.2f}"
                     for family in initial.index)
-        + f". Lowest: {initial.exact_fraction.idxmin()}.\n"
+        + ".\n"
         f"Median margin between the two nearest centers: cauchy {margin['cauchy']:.2g}, "
         f"other families {margin[others].min():.2g} to {margin[others].max():.2g} (tau = {tau})."
     )
 
 
-def cauchy_stands_out(margins) -> bool:
-    """Whether cauchy has both the fewest exactly smoothed points and the smallest margin.
+def margin_samples(tests: dict, tau: float = 0.1) -> pd.DataFrame:
+    """Per task, at its initial centers: the share of points where L2 smoothing is exact and the median margin.
 
-    Read at the initial centers of :func:`smoothing_margins` (chapter 13): the
-    measured side of the paper's hypothesis on the Cauchy problem.
+    The per-task values behind the first rows of :func:`smoothing_margins` (chapter 13), the samples
+    of :func:`cauchy_stands_out`'s intervals. The margin of a point is the difference of the squared
+    distances to its two nearest centers; smoothing is exact where it is at least ``tau``.
 
     Parameters
     ----------
-    margins : pandas.DataFrame
-        From :func:`smoothing_margins`.
+    tests : dict
+        ``family -> (X, C)``, from :func:`~kmtrf_core.tasks.family_tasks`.
+    tau : float
+        Penalty of the L2-regularized min.
 
     Returns
     -------
-    bool
+    pandas.DataFrame
+        Indexed by ``(family, task)``; columns ``exact_fraction`` and ``median_margin``.
 
     Examples
     --------
-    >>> margins = pd.DataFrame({"family": ["normal", "cauchy"], "centers": "initial centers",
-    ...     "exact_fraction": [0.7, 0.2], "median_margin": [0.25, 0.03]}
-    ...     ).set_index(["family", "centers"])
-    >>> cauchy_stands_out(margins)
-    True
+    >>> tests = family_tasks(3, 20, 2, 3, families=("normal", "cauchy"), generator=0)
+    >>> samples = margin_samples(tests)
+    >>> samples.shape, list(samples.index.names), bool(samples.exact_fraction.between(0, 1).all())
+    ((6, 2), ['family', 'task'], True)
     """
-    initial = margins.xs("initial centers", level="centers")
-    others = [f for f in initial.index if f != "cauchy"]
-    return bool(initial.exact_fraction.idxmin() == "cauchy"
-                and initial.loc["cauchy", "median_margin"]
-                < initial.loc[others, "median_margin"].min())
+    if not isinstance(tests, dict) or not tests:
+        raise ValueError("tests must be a non-empty dict family -> (X, C)")
+    frames = []
+    for family, (X, C) in tests.items():
+        r = sqdist(X, C)
+        two = r.topk(2, dim=-1, largest=False).values
+        frames.append(pd.DataFrame({
+            "family": family, "task": range(X.shape[0]),
+            "exact_fraction": sparsemax_is_tight(r, tau).double().mean(dim=1).cpu().numpy(),
+            "median_margin": (two[..., 1] - two[..., 0]).median(dim=1).values.double().cpu().numpy()}))
+    return pd.concat(frames).set_index(["family", "task"])
+
+
+def cauchy_stands_out(samples) -> tuple[str, str]:
+    """Do cauchy tasks have fewer exactly smoothed points and smaller margins than every other family?
+
+    Decided on 95% intervals over tasks (chapter 13): for each other family and each of the two
+    measures of :func:`margin_samples`, the mean over tasks of cauchy's value minus the other
+    family's, unpaired since the families' tasks differ
+    (:func:`~kmtrf_core.book.uncertainty.compare` with ``paired=False``). The measured side of the
+    paper's hypothesis on the Cauchy problem.
+
+    Parameters
+    ----------
+    samples : pandas.DataFrame
+        From :func:`margin_samples`, holding cauchy and at least one other family.
+
+    Returns
+    -------
+    (str, str)
+        The answer: ``"yes"`` when every interval lies below 0 (cauchy lower on both measures than
+        every other family), ``"no"`` when some interval lies above 0, else ``"inconclusive"``; and
+        the report, one line per comparison and the answer.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> def family(exact, margin):
+    ...     return pd.DataFrame({"exact_fraction": exact + 0.05 * rng.standard_normal(64),
+    ...                          "median_margin": margin + 0.01 * rng.standard_normal(64)})
+    >>> samples = pd.concat({"normal": family(0.7, 0.25), "cauchy": family(0.2, 0.03)},
+    ...                     names=["family", "task"])
+    >>> answer, report = cauchy_stands_out(samples)
+    >>> answer, report.splitlines()[-1].split("? ")[-1]
+    ('yes', 'cauchy lower in 2 of 2 comparisons, higher in 0 -> yes')
+    >>> samples = pd.concat({"normal": family(0.7, 0.25), "cauchy": family(0.69, 0.03)},
+    ...                     names=["family", "task"])
+    >>> cauchy_stands_out(samples)[0]
+    'inconclusive'
+    """
+    check_table(samples.reset_index(), "samples", ["family", "exact_fraction", "median_margin"])
+    families = list(dict.fromkeys(samples.index.get_level_values("family")))
+    others = [f for f in families if f != "cauchy"]
+    if "cauchy" not in families or not others:
+        raise ValueError(f"samples must hold cauchy and at least one other family, got {families}")
+    measures = {"exact_fraction": "share of points with exact smoothing",
+                "median_margin": "median margin between the two nearest centers"}
+    lines = ["Per task at the initial centers, cauchy minus each other family (mean over tasks; 95% intervals, "
+             "unpaired: different tasks):"]
+    verdicts = []
+    for column, words in measures.items():
+        cauchy = samples.loc["cauchy", column].to_numpy(dtype=float)
+        for other in others:
+            outcome = compare(cauchy, samples.loc[other, column].to_numpy(dtype=float), paired=False)
+            verdicts.append(outcome.verdict)
+            lines.append(f"  {words}, cauchy - {other}: {outcome.text()}")
+    lower, higher = verdicts.count("reproduced"), verdicts.count("not reproduced")
+    answer = "yes" if lower == len(verdicts) else "no" if higher else "inconclusive"
+    lines.append(f"Do cauchy tasks have both fewer points with exact smoothing and smaller margins than every "
+                 f"other family? cauchy lower in {lower} of {len(verdicts)} comparisons, higher in {higher} "
+                 f"-> {answer}")
+    return answer, "\n".join(lines)

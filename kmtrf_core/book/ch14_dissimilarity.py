@@ -7,6 +7,7 @@ train-family x test-family table is chapter 11's
 * :func:`family_emd`, :class:`EmdResult`: the pairwise EMD between fresh tasks of every family;
 * :func:`emd_finding`, :func:`block_draws`, :func:`distance_quantiles`: Figure 9 and the claim
   ``emd_structure`` (on a 95% interval over tasks resampled within families);
+* :func:`lowest_distances`: which family's squared distances lie lowest, on 95% intervals over tasks;
 * :func:`transfer_correlation`, :func:`emd_transfer_finding`: do dissimilar
   families transfer worse? (the claim ``emd_predicts_transfer``).
 """
@@ -29,10 +30,10 @@ from .claims import Finding, verdict
 from .groups import PAPER_SCHEMES
 from .plotting import l2_label
 from .timing import timed
-from .uncertainty import INTERVAL_LEVEL, RESAMPLES
+from .uncertainty import INTERVAL_LEVEL, RESAMPLES, compare
 
 __all__ = ["EmdResult", "block_draws", "distance_quantiles", "emd_finding", "emd_transfer_finding", "family_emd",
-           "transfer_correlation"]
+           "lowest_distances", "transfer_correlation"]
 
 
 class EmdResult(NamedTuple):
@@ -178,7 +179,9 @@ def emd_finding(blocks, tasks_per_family: int, draws=None) -> Finding:
         cauchy to the others minus the larger of the mean within cauchy and the mean among the
         others, is above 0 (its whole interval, with ``draws``); not reproduced otherwise (with
         ``draws``: when the whole interval is below 0; inconclusive when it holds 0). The report
-        names the family closest to cauchy.
+        names the family closest to cauchy on the block means; with ``draws`` it says whether
+        that family is closer than every other family on the 95% interval of the gap to the next
+        closest (drawn again with the tasks), else that the closest is not separated.
 
     Examples
     --------
@@ -187,7 +190,7 @@ def emd_finding(blocks, tasks_per_family: int, draws=None) -> Finding:
     ...                       index=families, columns=families)
     >>> finding = emd_finding(blocks, 6)
     >>> finding.verdict, finding.report.splitlines()[1]
-    ('reproduced', 'Closest family to cauchy: laplace (the paper: laplace).')
+    ('reproduced', 'Closest family to cauchy on the block means (no interval): laplace (the paper: laplace).')
     """
     if "cauchy" not in blocks.index or len(blocks.index) < 3 or list(blocks.index) != list(blocks.columns):
         raise ValueError(f"blocks must be a square family table holding cauchy and at least two other families, "
@@ -196,6 +199,8 @@ def emd_finding(blocks, tasks_per_family: int, draws=None) -> Finding:
     within, to_others, among = _separation_parts(blocks.to_numpy()[None], list(blocks.index))
     separation = float(to_others[0] - max(within[0], among[0]))
     interval = ""
+    closest = blocks.loc["cauchy", others].idxmin()
+    closest_line = f"Closest family to cauchy on the block means (no interval): {closest} (the paper: laplace)."
     if draws is None:
         outcome = verdict(separation > 0)
     else:
@@ -208,10 +213,11 @@ def emd_finding(blocks, tasks_per_family: int, draws=None) -> Finding:
         outcome = "reproduced" if low > 0 else "not reproduced" if high < 0 else "inconclusive"
         interval = (f"; separation {separation:+.4f}, {INTERVAL_LEVEL:.0%} interval [{low:+.4f}, {high:+.4f}] "
                     f"over tasks resampled within families")
+        closest_line = _closest_line(blocks, draws, closest, others)
     lines = [
         f"Mean EMD within cauchy {within[0]:.4f}, cauchy to the others {to_others[0]:.4f}, "
         f"among the {len(others)} others {among[0]:.4f}{interval}.",
-        f"Closest family to cauchy: {blocks.loc['cauchy', others].idxmin()} (the paper: laplace).",
+        closest_line,
         f"Cauchy tasks are far from the rest, which are close to each other -> {outcome}",
     ]
     value = (f"mean EMD within cauchy {within[0]:.3g}, cauchy to others {to_others[0]:.3g}, "
@@ -220,6 +226,23 @@ def emd_finding(blocks, tasks_per_family: int, draws=None) -> Finding:
                    check="mean EMD from cauchy to the others above both the mean within cauchy and among the others"
                          + (", the 95% interval of the difference above 0" if draws is not None else ""),
                    report="\n".join(lines), uncertainty=interval.lstrip("; ") or None)
+
+
+def _closest_line(blocks, draws: np.ndarray, closest: str, others: list) -> str:
+    """The report's line on the family closest to cauchy: is it closer than the next, on the draws' interval?"""
+    if len(others) < 2:
+        return f"Closest family to cauchy: {closest}, the only other family (the paper: laplace)."
+    families = list(blocks.index)
+    c, i = families.index("cauchy"), families.index(closest)
+    rest = [families.index(f) for f in others if f != closest]
+    gap = blocks.iloc[c, rest].min() - blocks.iloc[c, i]  # the next closest family's EMD minus the closest's
+    tail = 100 * (1 - INTERVAL_LEVEL) / 2
+    low, high = np.percentile(draws[:, c, rest].min(axis=1) - draws[:, c, i], [tail, 100 - tail])
+    interval = f"next closest minus {closest} {gap:+.4f}, {INTERVAL_LEVEL:.0%} interval [{low:+.4f}, {high:+.4f}]"
+    if low > 0:
+        return f"Closest family to cauchy: {closest} ({interval}; the paper: laplace)."
+    return (f"Closest family to cauchy: not separated ({closest} on the block means, {interval}, not above 0; "
+            f"the paper: laplace).")
 
 
 def _separation_parts(means: np.ndarray, families: list) -> tuple:
@@ -260,6 +283,58 @@ def distance_quantiles(samples, labels, quantiles=(0.1, 0.5, 0.9),
                          for family in families}, index=names).T
 
 
+def lowest_distances(samples, labels, families=FAMILIES) -> tuple[str, str]:
+    """Does one family's tasks have the lowest squared distances? On 95% intervals over tasks (chapter 14).
+
+    Each task is read by the median of its point-to-center squared distances; the family whose mean
+    over tasks of these medians is lowest is then compared with every other family, unpaired since
+    the tasks differ (:func:`~kmtrf_core.book.uncertainty.compare` with ``paired=False``).
+
+    Parameters
+    ----------
+    samples : numpy.ndarray
+        ``(N, m)``, one row of distances per task (:attr:`EmdResult.samples`).
+    labels : sequence of str
+        The family of each row.
+    families : sequence of str
+        The families compared (each with at least two tasks).
+
+    Returns
+    -------
+    (str, str)
+        The lowest family on the point values, and a line that says whether every interval of its
+        difference to another family lies below 0 (``-> yes``) or not (``-> inconclusive``).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> samples = np.concatenate([rng.random((8, 30)), 0.1 * rng.random((8, 30))])
+    >>> family, line = lowest_distances(samples, ["normal"] * 8 + ["cauchy"] * 8, ["normal", "cauchy"])
+    >>> family, line.split("): ")[-1]
+    ('cauchy', '1 of 1 -> yes')
+    """
+    samples, labels = np.asarray(samples, dtype=float), np.asarray(labels)
+    if samples.ndim != 2 or len(labels) != len(samples):
+        raise ValueError(f"samples must be (N, m) with one label per row, got shape {samples.shape} and "
+                         f"{len(labels)} labels")
+    families = list(families)
+    medians = {family: np.median(samples[labels == family], axis=1) for family in families}
+    if len(families) < 2 or min(len(values) for values in medians.values()) < 2:
+        raise ValueError(f"families must be at least two families with two tasks each in labels, got {families}")
+    means = {family: values.mean() for family, values in medians.items()}
+    lowest = min(means, key=means.get)
+    others = [family for family in families if family != lowest]
+    outcomes = {other: compare(medians[lowest], medians[other], paired=False) for other in others}
+    below = sum(c.verdict == "reproduced" for c in outcomes.values())
+    apart = max(outcomes, key=lambda other: outcomes[other].high)  # the least separated
+    line = (f"Lowest median squared distance per task: {lowest} (mean over tasks {means[lowest]:.3g}; the other "
+            f"families {min(means[o] for o in others):.3g} to {max(means[o] for o in others):.3g}); "
+            f"{lowest} minus the least separated, {apart}: {outcomes[apart].text()}. Below every other family on 95% "
+            f"intervals over tasks (unpaired): {below} of {len(others)} -> "
+            f"{'yes' if below == len(others) else 'inconclusive'}")
+    return lowest, line
+
+
 def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES) -> pd.DataFrame:
     """Do dissimilar families transfer worse? Spearman correlation per embedding, over unordered pairs (chapter 14).
 
@@ -283,7 +358,8 @@ def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES
     -------
     pandas.DataFrame
         Indexed by embedding label; columns ``spearman_rho``, ``p_value`` (one-sided, exact over
-        the ``len(families)!`` relabellings) and ``pairs``.
+        the ``len(families)!`` relabellings), ``pairs`` (unordered family pairs),
+        ``pairs_per_family`` (how many of them hold each family) and ``relabellings``.
 
     Examples
     --------
@@ -296,13 +372,14 @@ def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES
     >>> table = evaluate_models(models, tests, steps=2)
     >>> blocks = pd.DataFrame(np.arange(9.0).reshape(3, 3), index=families, columns=families)
     >>> corr = transfer_correlation(blocks, table, schemes=("bn",), families=families)
-    >>> list(corr.index), int(corr.pairs.iloc[0])
-    (['BN:L2'], 3)
+    >>> list(corr.index), corr[["pairs", "pairs_per_family", "relabellings"]].values.tolist()
+    (['BN:L2'], [[3, 2, 6]])
     """
     from scipy.stats import spearmanr  # scipy.stats takes a while to import: only here
 
     families = list(families)
     pairs = list(combinations(range(len(families)), 2))
+    per_family = max(sum(f in pair for pair in pairs) for f in range(len(families)))  # the same for every family
     emd = blocks.loc[families, families].to_numpy(dtype=float)
     emd = (emd + emd.T) / 2  # block means are symmetric up to sampling; one value per pair
 
@@ -317,7 +394,8 @@ def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES
         observed = rho_of(range(len(families)))
         null = [rho_of(order) for order in permutations(range(len(families)))]
         p_value = float(np.mean([r >= observed - 1e-12 for r in null]))
-        rows.append(dict(embedding=l2_label(scheme), spearman_rho=observed, p_value=p_value, pairs=len(pairs)))
+        rows.append(dict(embedding=l2_label(scheme), spearman_rho=observed, p_value=p_value, pairs=len(pairs),
+                         pairs_per_family=per_family, relabellings=len(null)))
     return pd.DataFrame(rows).set_index("embedding")
 
 
@@ -340,10 +418,12 @@ def emd_transfer_finding(correlation) -> Finding:
     Examples
     --------
     >>> correlation = pd.DataFrame({"spearman_rho": [0.2, 0.6], "p_value": [0.4, 0.01],
-    ...                             "pairs": 10}, index=["OH:L2", "BN:L2"])
+    ...     "pairs": 10, "pairs_per_family": 4, "relabellings": 120}, index=["OH:L2", "BN:L2"])
     >>> finding = emd_transfer_finding(correlation)
     >>> finding.value, finding.verdict
     ('Spearman rho 0.20 to 0.60 over 10 unordered family pairs (Mantel test); significant at 5% for 1 of 2 embeddings', 'partly')
+    >>> print(finding.report.splitlines()[1])
+    Over 10 unordered family pairs, each family in 4 of them (the pairs are not independent); p-values from the Mantel test over all 120 relabellings of the families, so the smallest possible is 1/120 = 0.00833.
     """
     rho = correlation.spearman_rho
     positive = int((rho > 0).sum())
@@ -353,6 +433,12 @@ def emd_transfer_finding(correlation) -> Finding:
     report = (f"Rank correlation between family EMD and transfer penalty: positive for {positive} "
               f"of {len(correlation)} embeddings, significant at 5% for {significant} "
               f"(rho {rho.min():.2f} to {rho.max():.2f}) -> {outcome}")
+    if {"pairs_per_family", "relabellings"} <= set(correlation.columns):
+        relabellings, per_family = int(correlation.relabellings.max()), int(correlation.pairs_per_family.max())
+        report += (f"\nOver {pairs} unordered family pairs, each family in {per_family} "
+                   f"of them (the pairs are not independent); p-values from the Mantel test over all "
+                   f"{relabellings} relabellings of the families, so the smallest possible is "
+                   f"1/{relabellings} = {1 / relabellings:.3g}.")
     value = (f"Spearman rho {rho.min():.2f} to {rho.max():.2f} over {pairs} unordered family pairs (Mantel test); "
              f"significant at 5% for {significant} of {len(correlation)} embeddings")
     return Finding(value, outcome, check="a positive rank correlation, significant at 5%, for every embedding",
