@@ -76,38 +76,67 @@ def test_summary_and_drop_table():
 
 
 def _drops(rows: dict) -> pd.DataFrame:
-    """A plateau table from ``label -> (OH drop, BN drop, OH final, BN final)``."""
-    columns = pd.MultiIndex.from_tuples([("below_lloyd_at", "OH"), ("below_lloyd_at", "BN"), ("final", "OH"),
-                                         ("final", "BN")])
-    return pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+    """A plateau table from ``label -> ((OH earliest, latest), (BN earliest, latest), OH final, BN final)``."""
+    columns = pd.MultiIndex.from_tuples([("earliest_seed", "OH"), ("latest_seed", "OH"), ("earliest_seed", "BN"),
+                                         ("latest_seed", "BN"), ("final", "OH"), ("final", "BN")])
+    return pd.DataFrame.from_dict({label: [*oh, *bn, oh_final, bn_final]
+                                   for label, (oh, bn, oh_final, bn_final) in rows.items()},
+                                  orient="index", columns=columns)
+
+
+NAN = float("nan")
+BASE = ((1400.0, 1600.0), (2300.0, 2500.0), 0.92, 0.93)
 
 
 @pytest.mark.parametrize("row,words", [
-    ((900.0, 1200.0, 0.9, 0.91), ["600 steps earlier", "1200 steps earlier", "Earlier for both."]),
-    ((1600.0, 2450.0, 0.9, 0.91), ["within the margin", "No move beyond the margin for either."]),
-    ((2500.0, 3000.0, 0.9, 0.91), ["1000 steps later", "600 steps later", "Later for both, OH by more."]),
-    ((2000.0, 5000.0, 0.9, 0.91), ["Later for both, BN by more."]),
-    ((900.0, 3500.0, 0.9, 0.91), ["The two embeddings moved differently."]),
-    ((float("nan"), 1200.0, 1.3, 0.91), ["OH never below one Lloyd step (base: step 1500)"]),
+    (((800.0, 1000.0), (1000.0, 1200.0), 0.9, 0.91),
+     ["OH 800-1000 vs base 1400-1600: earlier, by 400-800 steps",
+      "BN 1000-1200 vs base 2300-2500: earlier, by 1100-1500 steps", "Earlier for both, BN by more."]),
+    # medians 1500 vs 1600 and 2400 vs 2450: apart by less than the margin, and the ranges overlap
+    (((1500.0, 1700.0), (2400.0, 2500.0), 0.9, 0.91),
+     ["OH 1500-1700 vs base 1400-1600: inconclusive", "Inconclusive for both (no move beyond the margin)."]),
+    (((2500.0, 2600.0), (2900.0, 3000.0), 0.9, 0.91),
+     ["OH 2500-2600 vs base 1400-1600: later, by 900-1200 steps", "later, by 400-700 steps",
+      "Later for both, OH by more."]),
+    (((2000.0, 2200.0), (5000.0, NAN), 0.9, 0.91), ["BN 5000-never vs base 2300-2500: later, by at least 2500 steps",
+                                                    "Later for both, BN by more."]),
+    # both later, by ranges of shifts that overlap: which moved more cannot be told
+    (((1900.0, 2300.0), (2800.0, 3200.0), 0.9, 0.91), ["Later for both; which by more is inconclusive."]),
+    (((800.0, 900.0), (3500.0, 3600.0), 0.9, 0.91), ["OH earlier, BN later."]),
+    (((900.0, 1900.0), (3500.0, 3600.0), 0.9, 0.91), ["OH 900-1900 vs base 1400-1600: inconclusive",
+                                                      "BN later, OH inconclusive."]),
+    (((NAN, NAN), (1000.0, 1200.0), 1.3, 0.91), ["OH never vs base 1400-1600: later;", "OH later, BN earlier."]),
 ])
-def test_drop_story_reads_each_row_against_the_base(row, words):
-    drops = _drops({"base": (1500.0, 2400.0, 0.92, 0.93), "lr=0.03": row})
-    line = drop_story(drops, {"lr": 0.01}, margin=200)
-    assert line.startswith("lr=0.03 (larger than the base's 0.01): ")
+def test_drop_story_reads_each_row_against_the_base_on_the_range_over_seeds(row, words):
+    drops = _drops({"base": BASE, "lr=0.03": row})
+    lines = drop_story(drops, {"lr": 0.01}, margin=200).splitlines()
+    assert lines[0].startswith("First validation step below one Lloyd step, range over seeds")
+    assert "margin 200 steps" in lines[0] and len(lines) == 2
+    assert lines[1].startswith("lr=0.03 (larger than the base's 0.01): ")
     for word in words:
-        assert word in line
-    assert "Final: OH" in line
+        assert word in lines[1]
+    assert "Final: OH" in lines[1]
+
+
+def test_drop_story_needs_the_whole_margin():
+    # every seed 200 steps ahead: earlier at margin 200, inconclusive at 201
+    drops = _drops({"base": BASE, "lr=0.03": ((1000.0, 1200.0), (2000.0, 2100.0), 0.9, 0.91)})
+    assert "Earlier for both" in drop_story(drops, {"lr": 0.01}, margin=200)
+    assert "Inconclusive for both" in drop_story(drops, {"lr": 0.01}, margin=201)
 
 
 def test_drop_story_when_the_base_never_dropped_and_for_bad_input():
-    drops = _drops({"base": (float("nan"), float("nan"), 1.2, 1.3), "k=3": (800.0, float("nan"), 0.9, 1.2)})
-    line = drop_story(drops, {"k": 6}, margin=200)
-    assert "(smaller than the base's 6)" in line and "where the base never got below" in line
-    assert "No direction to read" in line
+    drops = _drops({"base": ((NAN, NAN), (NAN, NAN), 1.2, 1.3), "k=3": ((800.0, 900.0), (NAN, NAN), 0.9, 1.2)})
+    line = drop_story(drops, {"k": 6}, margin=200).splitlines()[1]
+    assert "(smaller than the base's 6)" in line and "OH 800-900 vs base never: earlier;" in line
+    assert "BN never below one Lloyd step, nor in the base" in line and "No direction to read" in line
+    # a base where one seed never dropped: a row cannot be later than it
+    some = _drops({"base": ((1400.0, NAN), BASE[1], 1.0, 0.93), "k=3": ((3000.0, 3100.0), BASE[1], 0.9, 0.93)})
+    assert "OH 3000-3100 vs base 1400-never: inconclusive" in drop_story(some, {"k": 6}, margin=200)
     with pytest.raises(ValueError, match="base_values has no value for 'k'"):
         drop_story(drops, {"n": 64}, margin=200)
     with pytest.raises(ValueError, match="drops"):
-        drop_story(drops.drop(columns=[("below_lloyd_at", "BN")]), {"k": 6}, margin=200)
+        drop_story(drops.drop(columns=[("latest_seed", "BN")]), {"k": 6}, margin=200)
     with pytest.raises(ValueError, match="margin"):
         drop_story(drops, {"k": 6}, margin=0)
     with pytest.raises(ValueError, match="row 'k=ten' and base value 6 must be numbers"):

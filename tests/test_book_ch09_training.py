@@ -1,5 +1,8 @@
 """Chapter 9's figures, ablations, claim checks and verdicts (kmtrf_core.book.ch09_training)."""
 
+import dataclasses
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -10,7 +13,9 @@ import pandas as pd
 import pytest
 
 from kmtrf_core import TrainConfig
-from kmtrf_core.book.ch09_training import Ablation, ablation, convergence_finding, figure2_claims
+from kmtrf_core.book import get_profile
+from kmtrf_core.book.ch09_training import (Ablation, ablation, convergence_finding, figure2_claims,
+                                           stability_table)
 from kmtrf_core.book.groups import SIX_CURVES, RunGroup
 from kmtrf_core.book.plotting import (
     SCHEME_COLORS,
@@ -102,17 +107,34 @@ def test_ablation_records_a_real_divergence_instead_of_stopping(cache):
     assert result.table.columns.tolist() == [("oh", 0.01), ("oh", 1e6)]
 
 
+def test_stability_table_counts_every_group_and_its_clipping(cache):
+    base = TrainConfig(d=4, k=6, n=32, steps=20, batch=4, val_tasks=4, val_every=5, scheme="oh", seeds=(0, 1))
+    wild = RunGroup("wild", base, {"lr": [0.01, 1e6]}, "9", "test")
+    clipped = RunGroup("clipped", dataclasses.replace(base, clip=1.0), {"scheme": ["oh", "bn"]}, "9", "test")
+    table = stability_table({"wild": wild.runs(on_diverge="record"), "clipped": clipped.runs(on_diverge="record")})
+    assert table.index.tolist() == ["wild", "clipped"]
+    assert table.loc["wild"].to_dict() == {"runs": 2, "seeds": 2, "clipping": "off", "diverged": 1, "which": "[(1000000.0,)]"}
+    assert table.loc["clipped"].to_dict() == {"runs": 2, "seeds": 2, "clipping": "1", "diverged": 0, "which": ""}
+    assert table.diverged.sum() == 1 and table.runs.sum() == 4
+    with pytest.raises(ValueError, match="groups"):
+        stability_table({})
+    with pytest.raises(ValueError, match=r"groups\['wild'\] must be a Runs"):
+        stability_table({"wild": wild.runs(on_diverge="record").history})
+
+
 def test_ablation_needs_a_field_besides_the_curves(cache):
     with pytest.raises(ValueError, match="besides the curves"):
         ablation(RunGroup("demo", TINY, {"scheme": ["oh"], "omega": ["l2"]}, "9", "test"))
 
 
 def _d_summary(d4, d16):
-    """Figure 2(b)'s convergence summary from (BN, OH) steps at d = 4 and d = 16 (L2; NE rows filled alike)."""
-    index = pd.MultiIndex.from_product([[4, 16], ["bn", "na", "oh"], ["l2", "ne"]], names=["d", "scheme", "omega"])
+    """Figure 2(b)'s per-seed convergence summary from (BN, OH) steps at d = 4 and d = 16, the same for
+    both seeds (L2; NE rows filled alike)."""
+    index = pd.MultiIndex.from_product([[4, 16], ["bn", "na", "oh"], ["l2", "ne"], [0, 1]],
+                                       names=["d", "scheme", "omega", "seed"])
     steps = []
     for bn, oh in (d4, d16):
-        steps += [bn, bn, 3000.0, 3000.0, oh, oh]
+        steps += [bn] * 4 + [3000.0] * 4 + [oh] * 4
     return pd.DataFrame({"steps_to_converge": steps}, index=index)
 
 
@@ -137,7 +159,7 @@ def test_figure2_claims_reproduced_with_intervals_and_margins():
     assert claims.verdict.tolist() == ["reproduced"] * 7
     assert "95% CI; margin 0.01" in claims["our numbers"][1]  # every interval says its level and margin
     assert claims["claim (Section 3, Fig. 2)"][3].endswith("(tau=1.0, all embeddings)")
-    assert claims["our numbers"][5] == "OH 1800 vs BN 2700 (medians over seeds; margin 200 steps)"
+    assert claims["our numbers"][5] == "OH 1800 vs BN 2700 (range over seeds; margin 200 steps)"
     assert claims["our numbers"][6] == "BN - OH: 900 steps -> 100 steps (margin 200 steps)"
 
 
@@ -181,10 +203,14 @@ def test_figure2_speed_claims_read_the_range_over_seeds():
     assert "OH 1700-never vs BN 2700-2800" in stuck["our numbers"][5]
     assert stuck.verdict[5:].tolist() == ["inconclusive", "inconclusive"]
     assert "BN - OH: [-inf, 1100] steps" in stuck["our numbers"][6]
-    # medians over seeds (no seed level): a scheme that never converged is as slow as a seed that never did
+    # no seed of BN converged: every seed infinitely slow
     never = figure2_claims(samples, _d_summary((float("nan"), 1800.0), (2000.0, 1900.0)), steps_margin=200)
-    assert never["our numbers"][5] == "OH 1800 vs BN never (medians over seeds; margin 200 steps)"
+    assert never["our numbers"][5] == "OH 1800 vs BN never (range over seeds; margin 200 steps)"
     assert never.verdict[5] == "reproduced"
+    # medians over seeds alone must not decide the order: refused
+    medians = _d_summary((2700.0, 1800.0), (2000.0, 1900.0)).groupby(level=["d", "scheme", "omega"]).median()
+    with pytest.raises(ValueError, match="one row per seed"):
+        figure2_claims(samples, medians)
 
 
 def test_figure2_claims_name_missing_inputs():
@@ -266,3 +292,15 @@ def test_oh_faster_compares_every_seed_not_the_medians():
     assert convergence_finding(_drops([("base", [900, 1000], [3000, nan])]), margin=200).verdict == "reproduced"
     with pytest.raises(ValueError, match="earliest_seed"):
         convergence_finding(pd.DataFrame({("below_lloyd_at", "OH"): [1.0], ("below_lloyd_at", "BN"): [2.0]}), 200)
+
+
+def test_the_claims_page_states_the_book_profiles_stop_rule():
+    """book/claims.md types the book profile's patience, first check and cap: they must be the profile's."""
+    page = " ".join((Path(__file__).resolve().parent.parent / "book" / "claims.md").read_text().split())
+    book = get_profile("book")
+    for chapter in ("training", "section4", "realdata", "landscape"):  # every chapter that trains layers
+        sizes = book.chapter(chapter)
+        assert (f"has stopped improving for {sizes.patience} steps (the patience), checked from step "
+                f"{sizes.min_steps} on; a layer that never gets there trains to the cap, {sizes.steps} steps"
+                in page), chapter
+    assert "longer than the plateaus" not in page

@@ -30,13 +30,17 @@ reproduced* when none does. Where a check compares two models, or a model with o
 is decided on a 95% bootstrap interval over held-out tasks and seeds, with the margin it states: a
 check holds only when the whole interval is on its side, fails only when the whole interval is on
 the other, and is *inconclusive* otherwise. A claim none of whose checks holds is *not reproduced*
-when one of them fails, and *inconclusive* when all are undecided. The chapters are moving to this
-rule one comparison at a time; the value of a check that uses it shows its interval.
+when one of them fails, and *inconclusive* when all are undecided. Where a check is decided on an
+interval, the Measured column shows the interval and its margin; where a few seeds or searches give
+no interval (steps to leave the plateau, say), their range stands in for one, and the column
+shows that range.
 
-Claims about learned layers are the ones most sensitive to scale. At the `book` profile a layer
-stops training only once it beats one Lloyd step on its validation tasks and its best validation
-value has stopped improving for 2000 steps (longer than the plateaus of chapter 9); a layer that never
-gets there trains to the cap, 5000 steps. The "Rests on" column counts the runs behind each verdict
+Claims about learned layers are the ones most sensitive to scale. With the `book` profile's values
+(`kmtrf_core/book/profiles.py`), a layer stops training only once it beats one Lloyd step on its
+validation tasks and its best validation value has stopped improving for 2000 steps (the patience),
+checked from step 2500 on; a layer that never gets there trains to the cap, 5000 steps. The rule
+never stops a run on the plateau of chapter 9, however long it lasts: a run still above one Lloyd
+step trains on, to the cap if need be. The "Rests on" column counts the runs behind each verdict
 by how they ended: flat below Lloyd, at the cap (and on which side of Lloyd), or a longer probe. The
 runs are smaller than the paper's (fewer points, dimensions and seeds, on a CPU); the paper trains
 10000 steps on a GPU, and the `paper` profile reruns them at the paper's sizes.

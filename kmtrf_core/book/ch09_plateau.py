@@ -1,10 +1,13 @@
 """Chapter 9 (``book/09_training.ipynb``), section "The plateau": the plateau of training, measured.
 
-At lr 0.01 the relative validation loss (Eq. 20) stays near 1.6-1.8 for a
-thousand steps or more, then drops below one Lloyd step within a few hundred.
-The paper does not discuss this. Here we read, at every validation step of a
-run kept with ``TrainConfig.snapshots``, what the layer does on fixed probe
-tasks:
+At lr 0.01 the relative validation loss (Eq. 20) first sits on a plateau above
+one Lloyd step and only later drops below it; how long the plateau lasts is
+what this module measures (:func:`drop_table`), not something it assumes. The
+book's stop rule (:mod:`kmtrf_core.training.convergence`) cannot end a run on
+the plateau, however long it lasts: it stops a run only once it beats one
+Lloyd step, and a run still above trains to its cap. The paper does not
+discuss the plateau. Here we read, at every validation step of a run
+kept with ``TrainConfig.snapshots``, what the layer does on fixed probe tasks:
 
 * ``nearest_share``: the share of points whose strongest attention to the
   centers (the first attention of Eq. 4, points -> centers) goes to their
@@ -21,6 +24,9 @@ tasks:
 :func:`drop_table` then reads, from the catalog's plateau groups, the first
 validation step below one Lloyd step as d, k, n, tau, lr and gamma change: of
 the median curve over seeds, and of the earliest and the latest seed.
+:func:`drop_story` reads each change against the base on the range over seeds
+(earlier or later only beyond a margin in steps, else inconclusive), never on
+the median curves alone.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from ..training.config import layer_for
 from ..training.convergence import flattening
 from ..validation import check_int, check_table
 from .plotting import SCHEME_COLORS
-from .uncertainty import seed_range
+from .uncertainty import range_ahead, range_text, seed_range
 
 __all__ = ["READINGS", "drop_story", "drop_table", "layer_readings", "plateau_figure", "plateau_story", "plateau_summary",
            "plateau_trace"]
@@ -349,36 +355,53 @@ def _plateau_to_end(run: str, table: pd.DataFrame) -> str:
 def drop_story(drops: pd.DataFrame, base_values: dict, margin: int) -> str:
     """Each row of :func:`drop_table` read against the base row: did the change move the drop, and which way?
 
+    Read seed by seed, as :func:`~kmtrf_core.book.ch09_training.convergence_finding` reads OH
+    against BN: per embedding, a row's drop is *earlier* than the base's only when every seed
+    of the row gets below one Lloyd step at least ``margin`` steps before every seed of the base
+    (:func:`~kmtrf_core.book.uncertainty.range_ahead`; a seed that never gets there is infinitely
+    late), *later* for the mirror image, and *inconclusive* when the two ranges over seeds come
+    closer than ``margin`` or overlap. The median curves do not decide it: with a few seeds their
+    spread is the only measure of the noise.
+
     Parameters
     ----------
     drops : pandas.DataFrame
-        The table, base row first, the others labelled ``"field=value"``.
+        The table, base row first, the others labelled ``"field=value"``, with columns
+        ``("earliest_seed", scheme)`` and ``("latest_seed", scheme)`` for OH and BN (and
+        optionally ``("final", scheme)``).
     base_values : dict
         The base run's value of every field the rows change.
     margin : int
-        Steps within which two drops count as the same (a drop is only seen at validation steps).
+        Steps (at least the validation interval: a drop is only seen at validation steps).
 
     Returns
     -------
     str
-        One line per changed row: per embedding, its first step below one
-        Lloyd step against the base's (earlier, later, within the margin,
-        or never), its final relative validation loss against the base's,
-        and the direction the two embeddings share, if any.
+        A first line with the rule, then one line per changed row: per embedding, its range
+        over seeds against the base's, the verdict (earlier or later, with the range of the
+        shift over every pair of seeds; inconclusive; never in either), its final relative
+        validation loss against the base's, and the direction the two embeddings share, if any.
 
     Examples
     --------
-    >>> columns = pd.MultiIndex.from_product([["below_lloyd_at", "final"], ["BN", "OH"]])
-    >>> drops = pd.DataFrame([[2700.0, 1800.0, 0.93, 0.91], [4400.0, 2300.0, 0.96, 0.92],
-    ...                       [float("nan"), 3000.0, 1.2, 0.97]], index=["base", "k=10", "n=32"], columns=columns)
+    >>> nan = float("nan")
+    >>> columns = pd.MultiIndex.from_product([["earliest_seed", "latest_seed", "final"], ["BN", "OH"]])
+    >>> drops = pd.DataFrame([[2500.0, 1700.0, 2900.0, 1900.0, 0.93, 0.91],
+    ...                       [3800.0, 2200.0, 4400.0, 2400.0, 0.96, 0.92],
+    ...                       [nan, 1800.0, nan, 2100.0, 1.2, 0.97]], index=["base", "k=10", "n=32"],
+    ...                      columns=columns)
     >>> print(drop_story(drops, {"k": 6, "n": 512}, margin=200))
-    k=10 (larger than the base's 6): OH at step 2300, 500 steps later than the base; BN at step 4400, 1700 steps later than the base. Final: OH 0.92 (base 0.91), BN 0.96 (base 0.93). Later for both, BN by more.
-    n=32 (smaller than the base's 512): OH at step 3000, 1200 steps later than the base; BN never below one Lloyd step (base: step 2700). Final: OH 0.97 (base 0.91), BN 1.20 (base 0.93). Later for both, BN by more.
+    First validation step below one Lloyd step, range over seeds, against the base (margin 200 steps: earlier or later only when every seed of one is that far ahead of every seed of the other, else inconclusive):
+    k=10 (larger than the base's 6): OH 2200-2400 vs base 1700-1900: later, by 300-700 steps; BN 3800-4400 vs base 2500-2900: later, by 900-1900 steps. Final: OH 0.92 (base 0.91), BN 0.96 (base 0.93). Later for both, BN by more.
+    n=32 (smaller than the base's 512): OH 1800-2100 vs base 1700-1900: inconclusive; BN never vs base 2500-2900: later. Final: OH 0.97 (base 0.91), BN 1.20 (base 0.93). BN later, OH inconclusive.
     """
-    check_table(drops, "drops", [("below_lloyd_at", "OH"), ("below_lloyd_at", "BN")])
+    check_table(drops, "drops", [(column, scheme) for column in ("earliest_seed", "latest_seed")
+                                 for scheme in ("OH", "BN")])
     check_int(margin, "margin")
     base = drops.iloc[0]
-    lines = []
+    lines = [f"First validation step below one Lloyd step, range over seeds, against the base (margin {margin} "
+             "steps: earlier or later only when every seed of one is that far ahead of every seed of the other, "
+             "else inconclusive):"]
     for label, row in drops.iloc[1:].iterrows():
         field, _, value = str(label).partition("=")
         if field not in base_values:
@@ -390,19 +413,8 @@ def drop_story(drops: pd.DataFrame, base_values: dict, margin: int) -> str:
         direction = "larger than" if new > old else "smaller than" if new < old else "equal to"
         parts, moves = [], {}
         for scheme in ("OH", "BN"):
-            at, base_at = row[("below_lloyd_at", scheme)], base[("below_lloyd_at", scheme)]
-            if math.isnan(at):
-                moves[scheme] = math.inf if not math.isnan(base_at) else None
-                base_text = "never" if math.isnan(base_at) else f"step {base_at:.0f}"
-                parts.append(f"{scheme} never below one Lloyd step (base: {base_text})")
-            elif math.isnan(base_at):
-                moves[scheme] = -math.inf
-                parts.append(f"{scheme} at step {at:.0f}, where the base never got below")
-            else:
-                moves[scheme] = at - base_at
-                when = ("within the margin of the base" if abs(at - base_at) < margin else
-                        f"{abs(at - base_at):.0f} steps {'earlier' if at < base_at else 'later'} than the base")
-                parts.append(f"{scheme} at step {at:.0f}, {when}")
+            text, moves[scheme] = _drop_move(_seed_steps(row, scheme), _seed_steps(base, scheme), margin)
+            parts.append(f"{scheme} {text}")
         line = f"{label} ({direction} the base's {base_values[field]}): " + "; ".join(parts) + "."
         if ("final", "OH") in drops.columns:
             line += " Final: " + ", ".join(f"{scheme} {row[('final', scheme)]:.2f} (base {base[('final', scheme)]:.2f})"
@@ -412,15 +424,47 @@ def drop_story(drops: pd.DataFrame, base_values: dict, margin: int) -> str:
     return "\n".join(lines)
 
 
+def _seed_steps(row: pd.Series, scheme: str) -> tuple:
+    """A plateau-table row's ``(earliest, latest)`` seed below one Lloyd step for ``scheme``; ``inf``: never."""
+    return tuple(math.inf if math.isnan(value) else float(value)
+                 for value in (row[("earliest_seed", scheme)], row[("latest_seed", scheme)]))
+
+
+def _drop_move(new: tuple, base: tuple, margin: int) -> tuple:
+    """One embedding's part of a :func:`drop_story` line, and its move: ``None`` (never in either run) or
+    ``(verdict of new against base, (least, largest) shift new - base over every pair of seeds)``."""
+    if math.isinf(new[0]) and math.isinf(base[0]):
+        return "never below one Lloyd step, nor in the base", None
+    verdict = range_ahead(new, base, margin)
+    shift = (new[0] - base[1], new[1] - base[0])  # NaN (inf - inf) only where the verdict is inconclusive
+    text = f"{range_text(*new)} vs base {range_text(*base)}: "
+    if verdict == "inconclusive":
+        return text + "inconclusive", (verdict, shift)
+    word, (least, most) = ("earlier", (-shift[1], -shift[0])) if verdict == "reproduced" else ("later", shift)
+    if math.isfinite(least):
+        text += f"{word}, by " + (f"at least {least:.0f}" if not math.isfinite(most) else range_text(least, most))
+        return text + " steps", (verdict, shift)
+    return text + word, (verdict, shift)
+
+
 def _shared_move(moves: dict, margin: int) -> str:
+    """The end of a :func:`drop_story` line: the direction OH and BN share, and which moved by more."""
     oh, bn = moves["OH"], moves["BN"]
     if oh is None or bn is None:
         return "No direction to read (an embedding got below one Lloyd step in neither run)."
-    if oh >= margin and bn >= margin:
-        return "Later for both" + (", BN by more." if bn > oh + margin else ", OH by more." if oh > bn + margin
-                                   else ", by about as much.")
-    if oh <= -margin and bn <= -margin:
-        return "Earlier for both."
-    if abs(oh) < margin and abs(bn) < margin:
-        return "No move beyond the margin for either."
-    return "The two embeddings moved differently."
+    words = {"reproduced": "earlier", "not reproduced": "later", "inconclusive": "inconclusive"}
+    (oh_verdict, oh_shift), (bn_verdict, bn_shift) = oh, bn
+    if oh_verdict == bn_verdict == "inconclusive":
+        return "Inconclusive for both (no move beyond the margin)."
+    if oh_verdict != bn_verdict:
+        moved, other = ("OH", "BN") if oh_verdict != "inconclusive" else ("BN", "OH")
+        first, second = (oh_verdict, bn_verdict) if moved == "OH" else (bn_verdict, oh_verdict)
+        return f"{moved} {words[first]}, {other} {words[second]}."
+    # both moved the same way: the one whose shift range is further out by the margin moved by more
+    further = range_ahead(oh_shift, bn_shift, margin)  # "reproduced": OH's shift is below BN's
+    if oh_verdict == "reproduced":  # earlier: the more negative shift moved by more
+        more = {"reproduced": "OH", "not reproduced": "BN"}.get(further)
+    else:
+        more = {"reproduced": "BN", "not reproduced": "OH"}.get(further)
+    how = f", {more} by more." if more else "; which by more is inconclusive."
+    return f"{words[oh_verdict].capitalize()} for both{how}"

@@ -10,7 +10,9 @@ runs are the catalog's (:mod:`kmtrf_core.book.catalog`); this module reads them:
   verdict on intervals over held-out tasks (:func:`figure2_samples`) or, for
   convergence speed, a margin in steps;
 * :func:`learned_step_finding`, :func:`convergence_finding`: the verdicts of
-  the claims ``learned_step`` and ``oh_faster_convergence``.
+  the claims ``learned_step`` and ``oh_faster_convergence``;
+* :func:`stability_table`: how many runs of each of the chapter's groups
+  diverged, and whether they clipped their gradients.
 
 The chapter's section on the plateau reads :mod:`kmtrf_core.book.ch09_plateau`.
 """
@@ -33,12 +35,13 @@ from ..objectives import smoothed_kmeans_loss
 from ..training import TrainConfig, convergence_summary  # noqa: F401  (TrainConfig: the doctests)
 from ..validation import check_int, check_table
 from .claims import MARGIN, Finding, below_finding
-from .groups import SIX_CURVES, RunGroup
+from .groups import SIX_CURVES, RunGroup, Runs
 from .plotting import six_curve_figure
 from .timing import Stopwatch, timed
 from .uncertainty import combine, compare, point_value, range_ahead, range_text, seed_range
 
-__all__ = ["Ablation", "ablation", "convergence_finding", "figure2_claims", "figure2_samples", "learned_step_finding"]
+__all__ = ["Ablation", "ablation", "convergence_finding", "figure2_claims", "figure2_samples", "learned_step_finding",
+           "stability_table"]
 
 
 @dataclass
@@ -230,9 +233,9 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
         :func:`figure2_samples` of the Figure 2(a) layers.
     d_summary : pandas.DataFrame
         :func:`~kmtrf_core.training.convergence_summary` of Figure 2(b) (``steps_to_converge``), by
-        ``("d", "scheme", "omega", "seed")``: the two speed rows then compare the ranges over seeds (OH
-        faster only when every OH seed is ``steps_margin`` ahead of every BN seed). Without the
-        ``seed`` level they compare the medians over seeds.
+        ``("d", "scheme", "omega", "seed")``, one row per seed: the two speed rows compare the ranges
+        over seeds (OH faster only when every OH seed is ``steps_margin`` ahead of every BN seed).
+        Medians over seeds are refused: they alone would decide the order.
     taus : sequence, optional
         The order of the per-``tau`` rows; default the order of ``samples``.
     margin : float
@@ -255,14 +258,23 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
     >>> level = {"oh": 0.9, "bn": 0.95, "na": 1.2}
     >>> samples = {(t, s, o): {"ratio": level[s] + (0.0 if o == "l2" else 0.1) + noise(),
     ...                        "loss": 1.0 + (0.0 if o == "l2" else 0.5) + noise()} for t, s, o in index}
-    >>> d_summary = pd.DataFrame({"steps_to_converge": [2000.0, 2000.0, 1500.0, 1500.0, 1200.0, 1200.0,
-    ...                                                 2500.0, 2500.0, 1500.0, 1500.0, 1200.0, 1200.0]},
-    ...                          index=index.set_names("d", level=0).set_levels([4, 16], level=0))
+    >>> per_seed = {4: {"bn": (1900.0, 2100.0), "oh": (1100.0, 1300.0)},  # steps to 90%, seeds 0 and 1
+    ...             16: {"bn": (2700.0, 2900.0), "oh": (1100.0, 1300.0)}}
+    >>> d_summary = pd.DataFrame(
+    ...     [(d, s, o, seed, per_seed[d].get(s, (1500.0, 1500.0))[seed]) for d in (4, 16)
+    ...      for s in ("bn", "na", "oh") for o in ("l2", "ne") for seed in (0, 1)],
+    ...     columns=["d", "scheme", "omega", "seed", "steps_to_converge"]).set_index(["d", "scheme", "omega", "seed"])
     >>> claims = figure2_claims(samples, d_summary)
-    >>> claims["verdict"].tolist()  # at d=16 the gap grew from 800 to 1300 steps: it did not shrink
+    >>> claims["verdict"].tolist()  # the gap grew from 600-1000 steps (d=4) to 1400-1800: no shrink
     ['reproduced', 'reproduced', 'reproduced', 'reproduced', 'reproduced', 'reproduced', 'not reproduced']
     >>> claims.loc[0, "our numbers"].startswith("tau=0.1, ratio to one Lloyd step: OH 0.")
     True
+    >>> claims.loc[5, "our numbers"]
+    'OH 1100-1300 vs BN 1900-2100 (range over seeds; margin 200 steps)'
+    >>> figure2_claims(samples, d_summary.groupby(level=[0, 1, 2]).median())
+    Traceback (most recent call last):
+    ...
+    ValueError: d_summary must have one row per seed (an index level 'seed'), got levels ['d', 'scheme', 'omega']: the speed rows compare the ranges over seeds, not medians
     """
     taus = list(dict.fromkeys(tau for tau, _, _ in samples)) if taus is None else list(taus)
     missing = [(tau, scheme, omega) for tau in taus for scheme in ("oh", "bn", "na") for omega in ("l2", "ne")
@@ -271,6 +283,9 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
         raise ValueError(f"samples must hold every (tau, scheme, omega) of Figure 2(a); missing {missing[:4]}"
                          f"{' ...' if len(missing) > 4 else ''}")
     check_table(d_summary, "d_summary", ["steps_to_converge"])
+    if "seed" not in d_summary.index.names:
+        raise ValueError(f"d_summary must have one row per seed (an index level 'seed'), got levels "
+                         f"{list(d_summary.index.names)}: the speed rows compare the ranges over seeds, not medians")
     small_tau, big_tau = min(taus), max(taus)
 
     def ratio(tau, scheme, omega):
@@ -298,12 +313,8 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
                      "L2 - NE, over one Lloyd step's loss: " + "; ".join(f"{label} {c.text()}"
                                                                            for label, c in lower.items()),
                      combine(c.verdict for c in lower.values())))
-    speed = d_summary["steps_to_converge"]
-    seeds = "seed" in speed.index.names
-    if seeds:  # one row per seed: the range over seeds (a seed that never converged is infinitely slow)
-        first, last = seed_range(speed, never=math.inf)
-    else:  # medians over seeds; NaN (never converged) is infinitely slow, as for a seed
-        first = last = speed.fillna(math.inf)
+    # the range over seeds (a seed that never converged is infinitely slow)
+    first, last = seed_range(d_summary["steps_to_converge"], never=math.inf)
     ds = first.index.get_level_values(0)
     d_small, d_large = min(ds), max(ds)
 
@@ -315,9 +326,8 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
         return bn_first - oh_last, bn_last - oh_first
 
     (oh_first, oh_last), (bn_first, bn_last) = steps(d_small, "oh"), steps(d_small, "bn")
-    spread = "range over seeds" if seeds else "medians over seeds"
     rows.append((f"OH converges faster than BN at d={d_small} (L2, steps to 90%)",
-                 f"OH {range_text(oh_first, oh_last)} vs BN {range_text(bn_first, bn_last)} ({spread}; margin "
+                 f"OH {range_text(oh_first, oh_last)} vs BN {range_text(bn_first, bn_last)} (range over seeds; margin "
                  f"{steps_margin} steps)",
                  range_ahead((oh_first, oh_last), (bn_first, bn_last), steps_margin)))
     gap_small, gap_large = gap(d_small), gap(d_large)
@@ -449,3 +459,45 @@ def convergence_finding(drops: pd.DataFrame, margin: int) -> Finding:
                          f"least {margin} steps before every BN seed",
                    report=f"OH faster in {faster} of {len(outcomes)} configurations"
                           + (f", {tail}" if tail else "") + f" -> {overall}")
+
+
+def stability_table(groups: dict) -> pd.DataFrame:
+    """Per group of runs: how many runs it has, whether they clip their gradients, and how many diverged.
+
+    Parameters
+    ----------
+    groups : dict
+        Group name -> its :class:`~kmtrf_core.book.groups.Runs`, loaded with
+        ``on_diverge="record"`` so that a diverged run is counted instead of raised.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group: ``runs`` (configurations; each trains its seeds together), ``seeds``,
+        ``clipping`` (``"off"`` or the clipping norms), ``diverged`` (runs whose loss became NaN or
+        infinite) and ``which`` (their grid values).
+
+    Examples
+    --------
+    >>> from kmtrf_core.book.groups import Run
+    >>> config = TrainConfig(d=2, k=3, n=16, seeds=(0, 1))
+    >>> group = RunGroup("demo", config, {"scheme": ["oh", "bn"]}, "9", "a test")
+    >>> runs = Runs(group, {("oh",): Run(config, None, pd.DataFrame({"step": [0]}), RuntimeError("nan")),
+    ...                     ("bn",): Run(dataclasses.replace(config, scheme="bn"), None, pd.DataFrame({"step": [0]}))})
+    >>> stability_table({"demo": runs}).loc["demo"].to_dict()
+    {'runs': 2, 'seeds': 2, 'clipping': 'off', 'diverged': 1, 'which': "[('oh',)]"}
+    """
+    if not groups:
+        raise ValueError("groups must name at least one group of runs")
+    rows = {}
+    for name, runs in groups.items():
+        if not isinstance(runs, Runs):
+            raise ValueError(f"groups[{name!r}] must be a Runs (RunGroup.runs(on_diverge='record')), "
+                             f"got {type(runs).__name__}")
+        configs = [run.config for run in runs.values()]
+        clips = sorted({"off" if config.clip is None else f"{config.clip:g}" for config in configs})
+        diverged = [key for key, run in runs.items() if run.diverged is not None]
+        rows[name] = dict(runs=len(configs), seeds=max((len(config.seeds) for config in configs), default=0),
+                          clipping=", ".join(clips), diverged=len(diverged),
+                          which=str(diverged) if diverged else "")
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("group")
