@@ -125,8 +125,9 @@ class TrainConfig:
         No stop by the rule before this step.
     patience : int
         The rule's window in steps (default
-        :data:`~kmtrf_core.training.convergence.PATIENCE`, longer than the
-        plateaus measured at lr 0.01); a multiple of ``val_every``.
+        :data:`~kmtrf_core.training.convergence.PATIENCE`); a multiple of
+        ``val_every``. The window starts to count only below one Lloyd step,
+        so a plateau above it never stops a run.
     snapshots : bool
         Keep the weights at every validation step (``history.attrs["snapshots"]``).
     ffn : int

@@ -12,9 +12,10 @@ cannot tell the two apart. The book therefore stops a run only by one rule
   that step (:func:`smoothed`);
 * the layer must have **beaten Lloyd**: the curve is below 1 at the step;
 * and it must be **flat**: its best value so far improved by at most ``tol``
-  (relative) over the last ``patience`` steps (:func:`is_flat`), a window
-  longer than the longest plateau the book measures
-  (:data:`PATIENCE` at lr 0.01);
+  (relative) over the last ``patience`` steps (:func:`is_flat`,
+  :data:`PATIENCE` by default); since the curve must be below 1 first, a run
+  still on the plateau above one Lloyd step is never stopped, however long
+  the plateau lasts;
 * the rule is checked only from ``min_steps`` on (for an annealed run, from
   the end of its schedule plus the patience:
   :attr:`~kmtrf_core.training.TrainConfig.earliest_stop`).
