@@ -66,6 +66,14 @@ def test_smallest_error_needs_the_interval():
     assert set(smallest_error(errors, [1, 10, 100]).tolist()) <= {"BN ~ SC", "SC ~ BN"}
     exact = {"oh": np.zeros((5, 1)), "bn": np.zeros((5, 1))}  # both exact: a tie
     assert smallest_error(exact, [math.inf]).tolist() == ["OH ~ BN"]
+    # median and mean disagree: OH is tiny on 60% of the tasks and large on the rest, BN moderate
+    # everywhere; the interval tests the mean of the log errors, so BN is closer, not a tie
+    split = {"oh": np.where(np.arange(40) < 24, 1e-6, 1e-1)[:, None], "bn": np.full((40, 1), 1e-5)}
+    assert smallest_error(split, [1.0]).tolist() == ["BN"]
+    # a third scheme inside the noise of the best is named too
+    noisy = base * np.exp(0.01 * rng.standard_normal((40, 3)))
+    three = {"oh": base * 5, "bn": base, "sc": noisy, "na": base * np.exp(0.01 * rng.standard_normal((40, 3)))}
+    assert all(label.count("~") == 2 and "OH" not in label for label in smallest_error(three, [1, 10, 100]))
     with pytest.raises(ValueError, match="at least two schemes"):
         smallest_error({"bn": base}, [1, 10, 100])
     with pytest.raises(ValueError, match=r"errors\['oh'\] must be \(tasks >= 2, 2 gammas\)"):

@@ -138,11 +138,11 @@ def exactness_finding(table: pd.DataFrame) -> Finding:
 def smallest_error(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
     """Per ``gamma``: the scheme closest to Lloyd, if it is closer than the runner-up on a 95% interval.
 
-    The scheme with the smallest median error is compared with the one with the next smallest,
-    on the same tasks (paired), through the log10 of the errors (floored at ``floor``, so that
-    exact zeros compare): the 95% bootstrap interval of the mean difference over tasks must lie
-    below 0 (:func:`~kmtrf_core.book.uncertainty.compare`). Otherwise both are named, as a tie
-    inside the noise.
+    Errors are read as log10 (floored at ``floor``, so that exact zeros compare). The scheme with
+    the smallest mean over tasks is compared with every other scheme on the same tasks (paired):
+    it is closer to Lloyd than another only when the 95% bootstrap interval of the mean difference
+    lies below 0 (:func:`~kmtrf_core.book.uncertainty.compare`). Every scheme it is not closer than
+    is named beside it, as a tie inside the noise.
 
     Parameters
     ----------
@@ -157,8 +157,8 @@ def smallest_error(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
     Returns
     -------
     pandas.Series
-        Indexed by ``gamma``: ``"BN"`` when BN is closest on the interval, ``"BN ~ OH"``
-        when the best two are inside the noise of each other.
+        Indexed by ``gamma``: ``"BN"`` when BN is closer than every other scheme on the
+        interval, ``"BN ~ OH"`` (or ``"BN ~ OH ~ SC"``) when the others named are inside its noise.
 
     Examples
     --------
@@ -185,8 +185,9 @@ def smallest_error(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
         raise ValueError(f"errors must hold the same tasks for every scheme, got shapes {sorted(shapes)}")
     out = {}
     for i, gamma in enumerate(gammas):
-        ranked = sorted(logs, key=lambda scheme: float(np.median(logs[scheme][:, i])))
-        first, second = ranked[0], ranked[1]
-        closer = compare(logs[first][:, i], logs[second][:, i]).verdict == "reproduced"
-        out[gamma] = first.upper() if closer else f"{first.upper()} ~ {second.upper()}"
+        # rank by the statistic the interval tests (the mean over tasks), then keep every scheme it does not separate
+        ranked = sorted(logs, key=lambda scheme: float(logs[scheme][:, i].mean()))
+        first = ranked[0]
+        ties = [scheme for scheme in ranked[1:] if compare(logs[first][:, i], logs[scheme][:, i]).verdict != "reproduced"]
+        out[gamma] = " ~ ".join(scheme.upper() for scheme in [first, *ties])
     return pd.Series(out, name="closest to Lloyd")
