@@ -229,7 +229,7 @@ def multistep_findings(changes: dict, steps: int, samples: dict, margin: float =
               f"(iii) OH/BN with re-embedding beat Lloyd at T={steps}: {beat.report}")
     reembed_finding = Finding(
         f"{_count(better)} of {len(better)} keep improving; {beat.value}",
-        v_improve if v_improve == v_beat else "partly",
+        combine([v_improve, v_beat]),
         check=f"every configuration's loss after T re-embedded steps below its loss after step 1 by at least "
               f"{margin:g} of one Lloyd step's loss (95% interval), and OH/BN end below Lloyd (95% interval "
               "below 1)",
