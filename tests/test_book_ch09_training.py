@@ -15,7 +15,7 @@ import pytest
 from kmtrf_core import TrainConfig
 from kmtrf_core.book import get_profile
 from kmtrf_core.book.ch09_training import (Ablation, ablation, convergence_finding, figure2_claims,
-                                           stability_table)
+                                           stability_table, stability_totals)
 from kmtrf_core.book.groups import SIX_CURVES, RunGroup
 from kmtrf_core.book.plotting import (
     SCHEME_COLORS,
@@ -120,6 +120,19 @@ def test_stability_table_counts_every_group_and_its_clipping(cache):
         stability_table({})
     with pytest.raises(ValueError, match=r"groups\['wild'\] must be a Runs"):
         stability_table({"wild": wild.runs(on_diverge="record").history})
+
+
+def test_stability_totals_count_a_run_shared_by_groups_once(cache):
+    base = TrainConfig(d=4, k=6, n=32, steps=20, batch=4, val_tasks=4, val_every=5, scheme="oh", seeds=(0, 1))
+    wild = RunGroup("wild", base, {"lr": [0.01, 1e6]}, "9", "test")
+    again = RunGroup("again", base, {"lr": [1e6]}, "9", "the diverging run of 'wild' again")
+    clipped = RunGroup("clipped", dataclasses.replace(base, clip=1.0), {"scheme": ["oh", "bn"]}, "9", "test")
+    groups = {name: group.runs(on_diverge="record") for name, group in
+              (("wild", wild), ("again", again), ("clipped", clipped))}
+    assert stability_table(groups).runs.sum() == 5 and stability_table(groups).diverged.sum() == 2
+    assert stability_totals(groups) == {"runs": 4, "diverged": 1, "unclipped": 2, "unclipped_diverged": 1}
+    with pytest.raises(ValueError, match="groups"):
+        stability_totals({})
 
 
 def test_ablation_needs_a_field_besides_the_curves(cache):

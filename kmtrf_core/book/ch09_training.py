@@ -33,6 +33,7 @@ from ..evaluate import center_trajectory
 from ..lloyd import kmeans_objective, lloyd
 from ..objectives import smoothed_kmeans_loss
 from ..training import TrainConfig, convergence_summary  # noqa: F401  (TrainConfig: the doctests)
+from ..training.runs import cache_key
 from ..validation import check_int, check_table
 from .claims import MARGIN, Finding, below_finding
 from .groups import SIX_CURVES, RunGroup, Runs
@@ -41,7 +42,7 @@ from .timing import Stopwatch, timed
 from .uncertainty import combine, compare, point_value, range_ahead, range_text, seed_range
 
 __all__ = ["Ablation", "ablation", "convergence_finding", "figure2_claims", "figure2_samples", "learned_step_finding",
-           "stability_table"]
+           "stability_table", "stability_totals"]
 
 
 @dataclass
@@ -501,3 +502,38 @@ def stability_table(groups: dict) -> pd.DataFrame:
                           clipping=", ".join(clips), diverged=len(diverged),
                           which=str(diverged) if diverged else "")
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("group")
+
+
+def stability_totals(groups: dict) -> dict:
+    """The totals of :func:`stability_table` over distinct runs: groups share configurations, so summing
+    its ``runs`` column would count a shared run (and a shared divergence) once per group.
+
+    Parameters
+    ----------
+    groups : dict
+        As for :func:`stability_table`.
+
+    Returns
+    -------
+    dict
+        ``runs`` and ``diverged`` over distinct runs (by :func:`~kmtrf_core.training.runs.cache_key`),
+        and ``unclipped`` and ``unclipped_diverged``, the same over the runs without clipping.
+
+    Examples
+    --------
+    >>> from kmtrf_core.book.groups import Run
+    >>> config = TrainConfig(d=2, k=3, n=16, seeds=(0, 1))
+    >>> history = pd.DataFrame({"step": [0]})
+    >>> one = Runs(RunGroup("a", config, {"scheme": ["oh"]}, "9", "a test"),
+    ...            {("oh",): Run(config, None, history, RuntimeError("nan"))})
+    >>> two = Runs(RunGroup("b", config, {"clip": [None, 1.0]}, "9", "the same run and a clipped one"),
+    ...            {(None,): Run(config, None, history, RuntimeError("nan")),
+    ...             (1.0,): Run(dataclasses.replace(config, clip=1.0), None, history)})
+    >>> stability_table({"a": one, "b": two}).runs.sum(), stability_totals({"a": one, "b": two})
+    (np.int64(3), {'runs': 2, 'diverged': 1, 'unclipped': 1, 'unclipped_diverged': 1})
+    """
+    stability_table(groups)  # the same checks of the input
+    runs = {cache_key(run.config): run for group in groups.values() for run in group.values()}
+    unclipped = [run for run in runs.values() if run.config.clip is None]
+    return dict(runs=len(runs), diverged=sum(run.diverged is not None for run in runs.values()),
+                unclipped=len(unclipped), unclipped_diverged=sum(run.diverged is not None for run in unclipped))
