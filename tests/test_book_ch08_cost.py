@@ -1,7 +1,8 @@
 import pandas as pd
 import pytest
 
-from kmtrf_core.book.ch08_cost import PAPER_FRACTION, speedup_finding, speedup_range
+from kmtrf_core.book.ch08_cost import (PAPER_FRACTION, range_above, range_within, ranges_grow, speedup_finding,
+                                      speedup_range)
 
 PAPER = pd.DataFrame({"forward_speedup": [0.88, 4.0, 12.1]}, index=[6, 100, 1000])
 
@@ -53,7 +54,8 @@ def test_speedup_range_pairs_the_extreme_repetitions():
         speedup_range(_raw().drop(columns="forward_max_ms"))
 
 
-@pytest.mark.parametrize("low, high, expected", [(3.0, 3.5, "reproduced"), (2.9, 3.2, "inconclusive"),
+# (2.9, 3.2): faster on the whole range, the paper's fraction (3.0) undecided: partly, as the ledger combines
+@pytest.mark.parametrize("low, high, expected", [(3.0, 3.5, "reproduced"), (2.9, 3.2, "partly"),
                                                  (1.2, 2.9, "partly"), (0.9, 2.0, "inconclusive"),
                                                  (0.5, 1.0, "not reproduced")])
 def test_with_ranges_the_verdict_needs_the_whole_range(low, high, expected):
@@ -72,3 +74,45 @@ def test_ranges_must_cover_the_value_and_the_k():
     with pytest.raises(ValueError, match="no row for k = 100"):
         speedup_finding(_measured(3.0), PAPER, 32, 512, "cpu",
                         ranges=pd.DataFrame({"low": [1.0], "high": [1.0]}, index=[6]))
+
+
+def test_speedup_range_per_grid_point_of_several_columns():
+    grid = pd.DataFrame({"d": [2, 2, 4, 4], "k": [6, 6, 6, 6], "scheme": ["oh", "bn", "oh", "bn"],
+                         "forward_min_ms": [1.0, 1.0, 2.0, 1.0], "forward_max_ms": [1.5, 1.2, 2.2, 1.1]})
+    ranges = speedup_range(grid, by=["d", "k"])
+    assert ranges.index.tolist() == [(2, 6), (4, 6)]
+    assert ranges.loc[(2, 6)].tolist() == pytest.approx([1.0 / 1.2, 1.5])
+    with pytest.raises(ValueError, match="exactly one row"):
+        speedup_range(grid.assign(d=2), by=["d", "k"])
+
+
+@pytest.mark.parametrize("low, high, expected", [(1.01, 2.0, True), (0.5, 1.0, False), (0.99, 1.01, "inconclusive")])
+def test_range_above(low, high, expected):
+    assert range_above(low, high) == expected
+
+
+@pytest.mark.parametrize("low, high, expected", [(0.8, 1.25, True), (0.5, 0.79, False), (1.26, 2.0, False),
+                                                 (0.7, 0.9, "inconclusive"), (0.5, 2.0, "inconclusive")])
+def test_range_within(low, high, expected):
+    assert range_within(low, high, 0.8, 1.25) == expected
+
+
+def test_ranges_grow_with_slack():
+    ranges = pd.DataFrame({"low": [1.0, 0.95, 3.0], "high": [1.05, 1.1, 3.5]}, index=[6, 100, 1000])
+    assert ranges_grow(ranges) == "inconclusive"        # 0.95 below the previous 1.05
+    assert ranges_grow(ranges, slack=0.1) is True      # 0.95 >= 0.9 * 1.05
+    assert ranges_grow(ranges.iloc[::-1], slack=0.1) is False  # 1.1 < 0.9 * 3.0
+    assert ranges_grow(ranges.iloc[:1]) is True        # one row: nothing falls
+
+
+def test_range_helpers_refuse_bad_input():
+    with pytest.raises(ValueError, match="low <= high"):
+        range_above(2.0, 1.0)
+    with pytest.raises(ValueError, match="low <= high"):
+        range_within(float("nan"), 1.0, 0.8, 1.25)
+    with pytest.raises(ValueError, match="lower must not be above upper"):
+        range_within(1.0, 1.1, 1.25, 0.8)
+    with pytest.raises(ValueError, match="slack"):
+        ranges_grow(pd.DataFrame({"low": [1.0], "high": [1.0]}), slack=1.0)
+    with pytest.raises(ValueError, match="ranges"):
+        ranges_grow(pd.DataFrame({"low": [1.0]}))
