@@ -36,11 +36,12 @@ no interval (steps to leave the plateau, say), their range stands in for one, an
 shows that range.
 
 Claims about learned layers are the ones most sensitive to scale. With the `book` profile's values
-(`kmtrf_core/book/profiles.py`), a layer stops training only once it beats one Lloyd step on its
-validation tasks and its best validation value has stopped improving for 2000 steps (the patience),
-checked from step 2500 on; a layer that never gets there trains to the cap, 5000 steps. The rule
-never stops a run on the plateau of chapter 9, however long it lasts: a run still above one Lloyd
-step trains on, to the cap if need be. The "Rests on" column counts the runs behind each verdict
+(`kmtrf_core/book/profiles.py`), a run (its seeds train together) stops only once the median over
+its seeds of the relative validation loss beats one Lloyd step and its best value has stopped
+improving for 2000 steps (the patience), checked from step 2500 on; a run that never gets there
+trains to the cap, 5000 steps. The rule never stops a run whose median is still on the plateau of
+chapter 9 above one Lloyd step, however long it lasts; one of a few seeds may still be on its own
+plateau when the run stops, and chapter 9 counts such a seed as never having left it. The "Rests on" column counts the runs behind each verdict
 by how they ended: flat below Lloyd, at the cap (and on which side of Lloyd), or a longer probe. The
 runs are smaller than the paper's (fewer points, dimensions and seeds, on a CPU); the paper trains
 10000 steps on a GPU, and the `paper` profile reruns them at the paper's sizes.

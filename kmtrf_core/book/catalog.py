@@ -19,10 +19,11 @@ Budgets come from the stop rule (:mod:`kmtrf_core.training.convergence`).
 Every group a claim or a verdict rests on trains with ``until_flat``: a run
 stops only once its layer beats one Lloyd step on its validation tasks and its
 best validation value has stopped improving for the profile's ``patience``
-(2000 steps at the ``book`` profile), never before ``min_steps``; since it
-must beat Lloyd first, the rule never ends a run on the plateau of chapter 9
-(at lr 0.01 the loss sits above one Lloyd step for a while first, measured
-there), however long it lasts; a run that never gets there
+(2000 steps at the ``book`` profile), never before ``min_steps``. Since the
+median over seeds must beat Lloyd, the rule never ends a run whose median is
+on the plateau of chapter 9 (at lr 0.01 the loss sits above one Lloyd step
+for a while first, measured there), however long it lasts; a run that never
+gets there
 trains to its cap, ``steps``. Every run's report says which
 (:meth:`~kmtrf_core.book.groups.RunGroup.report`, column ``stopped``). Groups marked ``early`` have a
 short fixed budget on purpose (the Appendix F ablations of chapter 9: what

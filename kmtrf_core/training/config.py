@@ -126,8 +126,8 @@ class TrainConfig:
     patience : int
         The rule's window in steps (default
         :data:`~kmtrf_core.training.convergence.PATIENCE`); a multiple of
-        ``val_every``. The window starts to count only below one Lloyd step,
-        so a plateau above it never stops a run.
+        ``val_every``. A plateau above one Lloyd step never stops a run: the
+        rule also needs the median curve below one Lloyd step at the step.
     snapshots : bool
         Keep the weights at every validation step (``history.attrs["snapshots"]``).
     ffn : int

@@ -1,8 +1,8 @@
 """When a learned layer has finished learning: the stop rule, and where the plateau ends.
 
 At the paper's learning rate (0.01) the relative validation loss (Eq. 20)
-sits on a plateau near 1.6-1.8 for one to four thousand steps before it drops
-below one Lloyd step (chapter 9 measures it). A run that stops on the plateau
+first sits on a plateau above one Lloyd step and only later drops below it
+(chapter 9 measures where, run by run). A run that stops on the plateau
 measures the plateau, not the layer; a flatness test over a short window
 cannot tell the two apart. The book therefore stops a run only by one rule
 (:data:`STOP_RULE`, :func:`should_stop`):
@@ -13,9 +13,10 @@ cannot tell the two apart. The book therefore stops a run only by one rule
 * the layer must have **beaten Lloyd**: the curve is below 1 at the step;
 * and it must be **flat**: its best value so far improved by at most ``tol``
   (relative) over the last ``patience`` steps (:func:`is_flat`,
-  :data:`PATIENCE` by default); since the curve must be below 1 first, a run
-  still on the plateau above one Lloyd step is never stopped, however long
-  the plateau lasts;
+  :data:`PATIENCE` by default). Since the curve must also be below 1 at the
+  step, a run whose median curve is still on the plateau above one Lloyd step
+  is never stopped, however long the plateau lasts (one of a few seeds may
+  still be on its own plateau when the median is below);
 * the rule is checked only from ``min_steps`` on (for an annealed run, from
   the end of its schedule plus the patience:
   :attr:`~kmtrf_core.training.TrainConfig.earliest_stop`).
