@@ -314,6 +314,6 @@ def test_the_claims_page_states_the_book_profiles_stop_rule():
     for chapter in ("training", "section4", "realdata", "landscape"):  # every chapter that trains layers
         sizes = book.chapter(chapter)
         assert (f"has stopped improving for {sizes.patience} steps (the patience), checked from step "
-                f"{sizes.min_steps} on; a layer that never gets there trains to the cap, {sizes.steps} steps"
+                f"{sizes.min_steps} on; a run that never gets there trains to the cap, {sizes.steps} steps"
                 in page), chapter
     assert "longer than the plateaus" not in page

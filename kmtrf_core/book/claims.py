@@ -447,52 +447,42 @@ def progression(values, fmt: str = "{}") -> str:
 def claims_table(rows, columns=CLAIM_COLUMNS, index: bool = True, words: bool = False) -> pd.DataFrame:
     """A table of claim checks from rows, the last column the check's outcome (chapter 8).
 
-    The outcome column is a plain ``bool``, unless ``words`` is set or a row's outcome is
-    ``"inconclusive"`` (a check whose uncertainty straddles its threshold): then the column
-    reads ``"yes"``, ``"no"`` and ``"inconclusive"``, so that a check inside the noise does not
-    show as a disagreement.
-
     Parameters
     ----------
     rows : iterable of tuple
-        One tuple per claim, in the order of ``columns``; the last entry is
-        the check's outcome (anything with a truth value, or ``"inconclusive"``).
+        One tuple per claim, in the order of ``columns``; the last entry is the check's outcome:
+        anything with a truth value, or ``"inconclusive"`` (its uncertainty straddles its threshold).
     columns : sequence of str
         Column names; default :data:`CLAIM_COLUMNS` (claim, paper, ours, agree).
     index : bool
         Index the table by its first column (the claim).
     words : bool
-        Write the outcomes as ``"yes"`` / ``"no"`` even when none is ``"inconclusive"`` (a table
-        whose rows may be undecided in another build reads the same way in every build).
+        Write ``"yes"`` / ``"no"`` for the truth values, as a table with an ``"inconclusive"`` row
+        always does (so that a check inside the noise does not show as a disagreement).
 
     Returns
     -------
     pandas.DataFrame
+        The outcome column plain ``bool``, or words.
 
     Examples
     --------
     >>> table = claims_table([("BN is faster at k=400", "4.90x", "8.00x", np.True_)])
     >>> table.loc["BN is faster at k=400", "ours"], table.agree.tolist()
     ('8.00x', [True])
-    >>> claims_table([("L2 beats NE", "0.9 vs 1.0", 1)], columns=("claim", "ours", "holds")).holds.tolist()
-    [True]
-    >>> claims_table([("a", "x", np.True_), ("b", "y", "inconclusive")], columns=("claim", "ours", "holds")).holds.tolist()
+    >>> claims_table([("a", "x", 1), ("b", "y", "inconclusive")], columns=("claim", "ours", "holds")).holds.tolist()
     ['yes', 'inconclusive']
-    >>> claims_table([("a", "x", np.True_)], columns=("claim", "ours", "holds"), words=True).holds.tolist()
-    ['yes']
     """
-    columns = list(columns)
-    rows = [tuple(row) for row in rows]
+    columns, rows = list(columns), [tuple(row) for row in rows]
     for row in rows:
         if len(row) != len(columns):
             raise ValueError(f"every row needs {len(columns)} entries ({columns}), got {row!r}")
         if isinstance(row[-1], str) and row[-1] != "inconclusive":
             raise ValueError(f"a row's outcome must have a truth value or be 'inconclusive', got {row[-1]!r}")
-    undecided = words or any(isinstance(row[-1], str) for row in rows)
-    outcomes = [row[-1] if isinstance(row[-1], str) else ("yes" if row[-1] else "no") if undecided else bool(row[-1])
-                for row in rows]
-    table = pd.DataFrame([(*row[:-1], outcome) for row, outcome in zip(rows, outcomes)], columns=columns)
-    if not undecided:
+    words = words or any(isinstance(row[-1], str) for row in rows)
+    table = pd.DataFrame([(*row[:-1], row[-1] if isinstance(row[-1], str) else ("yes" if row[-1] else "no")
+                           if words else bool(row[-1])) for row in rows], columns=columns)
+    if not words:
         table[columns[-1]] = table[columns[-1]].astype(bool)
     return table.set_index(columns[0]) if index else table
 
