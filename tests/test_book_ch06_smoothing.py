@@ -67,3 +67,7 @@ def test_gap_order_refuses_bad_input():
         gap_order(gaps, {0.3: _per_task(1.0, 0.1)}, paired=True)
     with pytest.raises(ValueError, match="names"):
         gap_order(gaps, gaps, ("one",), paired=True)
+    broken = {0.1: _per_task(1.0, 0.1)}
+    broken[0.1][2] = np.nan
+    with pytest.raises(ValueError, match=r"second\[0.1\] must be finite"):
+        gap_order(gaps, broken, paired=True)

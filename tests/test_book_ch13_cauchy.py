@@ -169,6 +169,10 @@ def test_margin_samples_are_the_per_task_values():
     np.testing.assert_allclose(wider.median_margin, samples.median_margin)
     with pytest.raises(ValueError, match="tests"):
         margin_samples({})
+    with pytest.raises(ValueError, match=r"tests\['cauchy'\]: C must hold k >= 2"):
+        margin_samples({"cauchy": (X, C[:, :1])})
+    with pytest.raises(ValueError, match=r"tests\['cauchy'\]: X must"):
+        margin_samples({"cauchy": (X[0], C)})
 
 
 def _samples(exact, margin, tasks=64, seed=0):

@@ -143,6 +143,9 @@ def test_lowest_distances_on_intervals_over_tasks():
         lowest_distances(samples, labels[:-1])
     with pytest.raises(ValueError, match="two tasks each"):
         lowest_distances(samples[:13], labels[:13])
+    samples[3, 5] = np.nan
+    with pytest.raises(ValueError, match="samples must be finite"):
+        lowest_distances(samples, labels)
 
 
 def test_distance_quantiles():

@@ -108,6 +108,9 @@ def gap_order(first: dict, second: dict, names=("first", "second"), *, paired: b
         raise ValueError(f"names must be two strings, got {names!r}")
     rows = []
     for tau in first:
+        for name, gaps in (("first", first[tau]), ("second", second[tau])):
+            if not np.isfinite(np.asarray(gaps, dtype=float)).all():
+                raise ValueError(f"{name}[{tau!r}] must be finite per-task gaps")
         check = compare(first[tau], second[tau], 0.0, paired=paired)
         smaller = {"reproduced": names[0], "not reproduced": names[1]}.get(check.verdict, "inconclusive")
         rows.append(dict(tau=tau, difference=check.difference, low=check.low, high=check.high, smaller=smaller))

@@ -11,8 +11,9 @@ runs are the catalog's (:mod:`kmtrf_core.book.catalog`); this module reads them:
   convergence speed, a margin in steps;
 * :func:`learned_step_finding`, :func:`convergence_finding`: the verdicts of
   the claims ``learned_step`` and ``oh_faster_convergence``;
-* :func:`stability_table`: how many runs of each of the chapter's groups
-  diverged, and whether they clipped their gradients.
+* :func:`stability_table`, :func:`stability_totals`: how many runs of each of
+  the chapter's groups diverged, and whether they clipped their gradients; the
+  totals over distinct runs.
 
 The chapter's section on the plateau reads :mod:`kmtrf_core.book.ch09_plateau`.
 """
@@ -488,13 +489,9 @@ def stability_table(groups: dict) -> pd.DataFrame:
     >>> stability_table({"demo": runs}).loc["demo"].to_dict()
     {'runs': 2, 'seeds': 2, 'clipping': 'off', 'diverged': 1, 'which': "[('oh',)]"}
     """
-    if not groups:
-        raise ValueError("groups must name at least one group of runs")
+    _check_groups(groups)
     rows = {}
     for name, runs in groups.items():
-        if not isinstance(runs, Runs):
-            raise ValueError(f"groups[{name!r}] must be a Runs (RunGroup.runs(on_diverge='record')), "
-                             f"got {type(runs).__name__}")
         configs = [run.config for run in runs.values()]
         clips = sorted({"off" if config.clip is None else f"{config.clip:g}" for config in configs})
         diverged = [key for key, run in runs.items() if run.diverged is not None]
@@ -532,8 +529,18 @@ def stability_totals(groups: dict) -> dict:
     >>> stability_table({"a": one, "b": two}).runs.sum(), stability_totals({"a": one, "b": two})
     (np.int64(3), {'runs': 2, 'diverged': 1, 'unclipped': 1, 'unclipped_diverged': 1})
     """
-    stability_table(groups)  # the same checks of the input
+    _check_groups(groups)
     runs = {cache_key(run.config): run for group in groups.values() for run in group.values()}
     unclipped = [run for run in runs.values() if run.config.clip is None]
     return dict(runs=len(runs), diverged=sum(run.diverged is not None for run in runs.values()),
                 unclipped=len(unclipped), unclipped_diverged=sum(run.diverged is not None for run in unclipped))
+
+
+def _check_groups(groups: dict) -> None:
+    """The input of :func:`stability_table` and :func:`stability_totals`: group name -> Runs."""
+    if not groups:
+        raise ValueError("groups must name at least one group of runs")
+    for name, runs in groups.items():
+        if not isinstance(runs, Runs):
+            raise ValueError(f"groups[{name!r}] must be a Runs (RunGroup.runs(on_diverge='record')), "
+                             f"got {type(runs).__name__}")

@@ -28,7 +28,7 @@ from ..lloyd import kmeans_objective
 from ..objectives import smoothing_gap, sparsemax_is_tight
 from ..tasks import FAMILIES, family_tasks  # noqa: F401  (family_tasks: the doctests)
 from ..training import convergence_summary
-from ..validation import check_table
+from ..validation import check_points_centers, check_table
 from .claims import Finding
 from .heldout import eval_tasks
 from .uncertainty import combine, compare, range_ahead, range_text, ratio_interval, seed_range
@@ -394,13 +394,12 @@ def smoothing_margins(layers: dict, tests: dict, tau: float = 0.1) -> pd.DataFra
         with torch.no_grad():
             out = layers[family](X, C)
         for where, centers in (("initial centers", C), ("after the layer", out)):
-            r = sqdist(X, centers)
-            two = r.topk(2, dim=-1, largest=False).values
+            tight, margin, nearest = _margins(X, centers, tau, family)
             gap = smoothing_gap(X, centers, "l2", tau).sum(dim=1)
             rows.append(dict(family=family, centers=where,
-                             exact_fraction=sparsemax_is_tight(r, tau).float().mean().item(),
-                             median_margin=(two[..., 1] - two[..., 0]).median().item(),
-                             median_nearest_sqdist=two[..., 0].median().item(),
+                             exact_fraction=tight.float().mean().item(),
+                             median_margin=margin.median().item(),
+                             median_nearest_sqdist=nearest.median().item(),
                              gap_share=(gap / kmeans_objective(X, centers)).median().item()))
     return pd.DataFrame(rows).set_index(["family", "centers"])
 
@@ -476,13 +475,24 @@ def margin_samples(tests: dict, tau: float = 0.1) -> pd.DataFrame:
         raise ValueError("tests must be a non-empty dict family -> (X, C)")
     frames = []
     for family, (X, C) in tests.items():
-        r = sqdist(X, C)
-        two = r.topk(2, dim=-1, largest=False).values
+        tight, margin, _ = _margins(X, C, tau, family)
         frames.append(pd.DataFrame({
             "family": family, "task": range(X.shape[0]),
-            "exact_fraction": sparsemax_is_tight(r, tau).double().mean(dim=1).cpu().numpy(),
-            "median_margin": (two[..., 1] - two[..., 0]).median(dim=1).values.double().cpu().numpy()}))
+            "exact_fraction": tight.double().mean(dim=1).cpu().numpy(),
+            "median_margin": margin.median(dim=1).values.double().cpu().numpy()}))
     return pd.concat(frames).set_index(["family", "task"])
+
+
+def _margins(X, centers, tau: float, family: str) -> tuple:
+    """Per point ``(B, n)``: whether L2 smoothing is exact, the margin between the two nearest centers
+    (difference of their squared distances) and the squared distance to the nearest."""
+    try:
+        check_points_centers(X, centers, k_le_n=False)
+    except ValueError as error:
+        raise ValueError(f"tests[{family!r}]: {error}") from None
+    r = sqdist(X, centers)
+    two = r.topk(2, dim=-1, largest=False).values
+    return sparsemax_is_tight(r, tau), two[..., 1] - two[..., 0], two[..., 0]
 
 
 def cauchy_stands_out(samples) -> tuple[str, str]:

@@ -208,8 +208,7 @@ def emd_finding(blocks, tasks_per_family: int, draws=None) -> Finding:
         if draws.ndim != 3 or draws.shape[1:] != blocks.shape:
             raise ValueError(f"draws must be (R, {len(blocks)}, {len(blocks)}) block means, got shape {draws.shape}")
         w, t, a = _separation_parts(draws, list(blocks.index))
-        tail = 100 * (1 - INTERVAL_LEVEL) / 2
-        low, high = np.percentile(t - np.maximum(w, a), [tail, 100 - tail])
+        low, high = _draws_interval(t - np.maximum(w, a))
         outcome = "reproduced" if low > 0 else "not reproduced" if high < 0 else "inconclusive"
         interval = (f"; separation {separation:+.4f}, {INTERVAL_LEVEL:.0%} interval [{low:+.4f}, {high:+.4f}] "
                     f"over tasks resampled within families")
@@ -236,13 +235,19 @@ def _closest_line(blocks, draws: np.ndarray, closest: str, others: list) -> str:
     c, i = families.index("cauchy"), families.index(closest)
     rest = [families.index(f) for f in others if f != closest]
     gap = blocks.iloc[c, rest].min() - blocks.iloc[c, i]  # the next closest family's EMD minus the closest's
-    tail = 100 * (1 - INTERVAL_LEVEL) / 2
-    low, high = np.percentile(draws[:, c, rest].min(axis=1) - draws[:, c, i], [tail, 100 - tail])
+    low, high = _draws_interval(draws[:, c, rest].min(axis=1) - draws[:, c, i])
     interval = f"next closest minus {closest} {gap:+.4f}, {INTERVAL_LEVEL:.0%} interval [{low:+.4f}, {high:+.4f}]"
     if low > 0:
         return f"Closest family to cauchy: {closest} ({interval}; the paper: laplace)."
     return (f"Closest family to cauchy: not separated ({closest} on the block means, {interval}, not above 0; "
             f"the paper: laplace).")
+
+
+def _draws_interval(values: np.ndarray) -> tuple:
+    """The central :data:`INTERVAL_LEVEL` percentile interval of a statistic over the draws."""
+    tail = 100 * (1 - INTERVAL_LEVEL) / 2
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return low, high
 
 
 def _separation_parts(means: np.ndarray, families: list) -> tuple:
@@ -317,6 +322,8 @@ def lowest_distances(samples, labels, families=FAMILIES) -> tuple[str, str]:
     if samples.ndim != 2 or len(labels) != len(samples):
         raise ValueError(f"samples must be (N, m) with one label per row, got shape {samples.shape} and "
                          f"{len(labels)} labels")
+    if not np.isfinite(samples).all():
+        raise ValueError("samples must be finite squared distances")
     families = list(families)
     medians = {family: np.median(samples[labels == family], axis=1) for family in families}
     if len(families) < 2 or min(len(values) for values in medians.values()) < 2:
@@ -379,7 +386,7 @@ def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES
 
     families = list(families)
     pairs = list(combinations(range(len(families)), 2))
-    per_family = max(sum(f in pair for pair in pairs) for f in range(len(families)))  # the same for every family
+    per_family = len(families) - 1  # every family is paired once with each of the others
     emd = blocks.loc[families, families].to_numpy(dtype=float)
     emd = (emd + emd.T) / 2  # block means are symmetric up to sampling; one value per pair
 
