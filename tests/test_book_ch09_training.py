@@ -226,6 +226,27 @@ def test_figure2_speed_claims_read_the_range_over_seeds():
         figure2_claims(samples, medians)
 
 
+def test_figure2_best_of_reads_intervals_not_the_lowest_point():
+    # L2 OH has the lowest point but swings by +-3 per task; L2 BN is a little higher and tight, below
+    # every NE embedding: the best L2 layer beats the best NE layer, shown by BN, not by OH's point
+    samples = _samples({"oh": 0.9, "bn": 0.93, "na": 1.2})
+    swing = np.tile([3.0, -3.0], (2, 64))
+    samples[(1.0, "oh", "l2")]["ratio"] = 0.8 + swing
+    for scheme, level in (("oh", 1.0), ("bn", 1.0), ("na", 1.3)):
+        samples[(1.0, scheme, "ne")]["ratio"] = level + 0.0 * swing
+    samples[(1.0, "bn", "l2")]["ratio"] = 0.9 + 0.0 * swing
+    claims = figure2_claims(samples, _d_summary((2700.0, 1800.0), (2000.0, 1900.0)), taus=[1.0, 0.1])
+    assert claims.verdict[2] == "reproduced"
+    text = claims["our numbers"][2]
+    assert text.startswith("lowest points L2 (OH) 0.800, NE (OH) 1.000; L2 (BN) - NE (OH) -0.100")
+    assert "L2 (BN) - NE (NA) -0.400" in text and "L2 (OH) -" not in text
+    # with BN as noisy as OH no L2 embedding is below every NE one, and none of NE's is unbeaten
+    samples[(1.0, "bn", "l2")]["ratio"] = 0.9 + swing
+    claims = figure2_claims(samples, _d_summary((2700.0, 1800.0), (2000.0, 1900.0)), taus=[1.0, 0.1])
+    assert claims.verdict[2] == "inconclusive"
+    assert "L2 (OH) - NE (OH)" in claims["our numbers"][2]
+
+
 def test_figure2_claims_name_missing_inputs():
     samples = _samples({"oh": 0.9, "bn": 0.93, "na": 1.2})
     d_summary = _d_summary((2700.0, 1800.0), (2000.0, 1900.0))
