@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from kmtrf_core.book.uncertainty import bootstrap_interval, combine, compare, range_ahead, range_text
+from kmtrf_core.book.uncertainty import (bootstrap_interval, combine, compare, draws_interval, range_ahead,
+                                         range_text)
 
 
 def test_the_interval_covers_the_true_mean_at_about_its_level():
@@ -92,3 +93,18 @@ def test_a_task_that_diverged_on_both_sides_is_a_tie():
     assert value == np.median([-1.0, -7 / 8])
     b[1, 3] = 5.0  # one side only: that side does not beat the other
     assert compare(b, a).verdict == "reproduced" and compare(a, b).verdict == "not reproduced"
+
+
+def test_draws_interval_is_the_central_percentile_interval():
+    draws = np.random.default_rng(3).standard_normal(4000)
+    low, high = draws_interval(draws)
+    np.testing.assert_allclose((low, high), np.percentile(draws, [2.5, 97.5]), rtol=1e-14)
+    assert np.mean((draws >= low) & (draws <= high)) == pytest.approx(0.95, abs=1e-3)
+    np.testing.assert_allclose(draws_interval(draws, level=0.5), np.percentile(draws, [25, 75]), rtol=1e-14)
+    assert all(np.isnan(draws_interval([1.0, np.nan, 2.0])))  # NaN stays visible, never separated
+    for bad, match in (([], "draws must be a non-empty 1-D"), (np.ones((2, 3)), r"got shape \(2, 3\)")):
+        with pytest.raises(ValueError, match=match):
+            draws_interval(bad)
+    for level in (0.0, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="level"):
+            draws_interval(draws, level=level)

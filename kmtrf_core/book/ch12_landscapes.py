@@ -19,7 +19,7 @@ import pandas as pd
 from ..landscape import Landscape
 from ..validation import check_int, check_table
 from .claims import Finding, verdict
-from .uncertainty import INTERVAL_LEVEL, RESAMPLES, combine
+from .uncertainty import INTERVAL_LEVEL, RESAMPLES, combine, draws_interval
 
 __all__ = ["landscape_finding", "local_minima", "origin_scaled_correlation", "sharpness_factor_draws",
            "surface_shape"]
@@ -242,8 +242,7 @@ def landscape_finding(shape: pd.DataFrame, compare: pd.DataFrame, draws: dict | 
         v_closer = verdict(bool(large_d.sharpness_factor < small_d.sharpness_factor))
     else:
         difference = np.asarray(draws[large_d.d]) - np.asarray(draws[small_d.d])
-        tail = 100 * (1 - INTERVAL_LEVEL) / 2
-        low, high = np.percentile(difference, [tail, 100 - tail])
+        low, high = draws_interval(difference)
         v_closer = "reproduced" if high < 0 else "not reproduced" if low > 0 else "inconclusive"
         point = large_d.sharpness_factor - small_d.sharpness_factor
         interval = f" (difference {point:+.2f}, {INTERVAL_LEVEL:.0%} interval [{low:+.2f}, {high:+.2f}] over tasks)"

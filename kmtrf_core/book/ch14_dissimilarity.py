@@ -30,7 +30,7 @@ from .claims import Finding, verdict
 from .groups import PAPER_SCHEMES
 from .plotting import l2_label
 from .timing import timed
-from .uncertainty import INTERVAL_LEVEL, RESAMPLES, compare
+from .uncertainty import INTERVAL_LEVEL, RESAMPLES, compare, draws_interval
 
 __all__ = ["EmdResult", "block_draws", "distance_quantiles", "emd_finding", "emd_transfer_finding", "family_emd",
            "lowest_distances", "transfer_correlation"]
@@ -208,7 +208,7 @@ def emd_finding(blocks, tasks_per_family: int, draws=None) -> Finding:
         if draws.ndim != 3 or draws.shape[1:] != blocks.shape:
             raise ValueError(f"draws must be (R, {len(blocks)}, {len(blocks)}) block means, got shape {draws.shape}")
         w, t, a = _separation_parts(draws, list(blocks.index))
-        low, high = _draws_interval(t - np.maximum(w, a))
+        low, high = draws_interval(t - np.maximum(w, a))
         outcome = "reproduced" if low > 0 else "not reproduced" if high < 0 else "inconclusive"
         interval = (f"; separation {separation:+.4f}, {INTERVAL_LEVEL:.0%} interval [{low:+.4f}, {high:+.4f}] "
                     f"over tasks resampled within families")
@@ -235,19 +235,12 @@ def _closest_line(blocks, draws: np.ndarray, closest: str, others: list) -> str:
     c, i = families.index("cauchy"), families.index(closest)
     rest = [families.index(f) for f in others if f != closest]
     gap = blocks.iloc[c, rest].min() - blocks.iloc[c, i]  # the next closest family's EMD minus the closest's
-    low, high = _draws_interval(draws[:, c, rest].min(axis=1) - draws[:, c, i])
+    low, high = draws_interval(draws[:, c, rest].min(axis=1) - draws[:, c, i])
     interval = f"next closest minus {closest} {gap:+.4f}, {INTERVAL_LEVEL:.0%} interval [{low:+.4f}, {high:+.4f}]"
     if low > 0:
         return f"Closest family to cauchy: {closest} ({interval}; the paper: laplace)."
     return (f"Closest family to cauchy: not separated ({closest} on the block means, {interval}, not above 0; "
             f"the paper: laplace).")
-
-
-def _draws_interval(values: np.ndarray) -> tuple:
-    """The central :data:`INTERVAL_LEVEL` percentile interval of a statistic over the draws."""
-    tail = 100 * (1 - INTERVAL_LEVEL) / 2
-    low, high = np.percentile(values, [tail, 100 - tail])
-    return low, high
 
 
 def _separation_parts(means: np.ndarray, families: list) -> tuple:

@@ -18,7 +18,7 @@ from ..algorithms import compare_algorithms
 from ..model import check_model
 from ..tasks import sample_tasks  # noqa: F401  (the doctests use it)
 from .claims import Finding, verdict
-from .uncertainty import INTERVAL_LEVEL, RESAMPLES, combine
+from .uncertainty import RESAMPLES, combine, draws_interval
 
 __all__ = ["algorithm_finding", "algorithm_table"]
 
@@ -144,5 +144,5 @@ def _quotient_interval(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
     rng = np.random.default_rng(seed)
     tasks = rng.integers(0, a.shape[-1], size=(resamples, a.shape[-1]))
     stats = np.median(a[:, tasks].sum(axis=-1) / b[:, tasks].sum(axis=-1), axis=0)
-    low, high = np.quantile(stats, [(1 - INTERVAL_LEVEL) / 2, (1 + INTERVAL_LEVEL) / 2])
-    return float(np.median(a.sum(axis=-1) / b.sum(axis=-1))), float(low), float(high)
+    low, high = draws_interval(stats)
+    return float(np.median(a.sum(axis=-1) / b.sum(axis=-1))), low, high

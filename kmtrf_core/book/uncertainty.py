@@ -17,6 +17,8 @@ numbers:
 * :func:`equivalent`: the verdict of "``a`` and ``b`` are the same within
   ``margin``": ``"reproduced"`` only when the whole interval lies inside it;
 * :func:`combine`: one verdict from several checks.
+* :func:`draws_interval`: the percentile interval of a statistic a chapter
+  resampled itself.
 * :func:`seed_range`: for a step (where a run first beat Lloyd, or
   converged) read per seed, the earliest and latest seed: where a few seeds
   give no interval, a comparison of steps needs the two ranges apart;
@@ -38,8 +40,8 @@ import pandas as pd
 
 from ..validation import check_int, check_number
 
-__all__ = ["Comparison", "INTERVAL_LEVEL", "RESAMPLES", "bootstrap_interval", "combine", "compare", "equivalent",
-           "point_value", "range_ahead", "range_text", "ratio_interval", "seed_range"]
+__all__ = ["Comparison", "INTERVAL_LEVEL", "RESAMPLES", "bootstrap_interval", "combine", "compare",
+           "draws_interval", "equivalent", "point_value", "range_ahead", "range_text", "ratio_interval", "seed_range"]
 
 INTERVAL_LEVEL = 0.95
 """The confidence level of every interval the book states."""
@@ -303,6 +305,43 @@ def ratio_interval(a, b, *, level: float = INTERVAL_LEVEL, resamples: int = RESA
     ratios = ra / np.where(rb > 0, rb, np.nan)
     lo, hi = np.nanquantile(ratios, [(1 - level) / 2, (1 + level) / 2])
     return float(a.mean() / b.mean()), float(lo), float(hi)
+
+
+def draws_interval(draws, *, level: float = INTERVAL_LEVEL) -> tuple:
+    """The central ``level`` percentile interval of a statistic over its bootstrap draws.
+
+    For a statistic the chapters resample themselves (a difference of sharpness factors over
+    tasks, an EMD separation over block draws, a quotient of sums over tasks); the intervals of
+    :func:`bootstrap_interval` and :func:`ratio_interval` are drawn inside those functions.
+
+    Parameters
+    ----------
+    draws : array-like
+        The statistic's values, one per draw ``(R,)``. A NaN draw gives a NaN interval, which no
+        verdict reads as separated from anything.
+    level : float
+        The confidence level, in (0, 1).
+
+    Returns
+    -------
+    tuple
+        ``(low, high)``, linearly interpolated between order statistics.
+
+    >>> [round(end, 9) for end in draws_interval(np.arange(1001.0))]  # draws 0, 1, ..., 1000
+    [25.0, 975.0]
+    >>> draws_interval([])
+    Traceback (most recent call last):
+    ...
+    ValueError: draws must be a non-empty 1-D array of draws, got shape (0,)
+    """
+    values = np.asarray(draws, dtype=float)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"draws must be a non-empty 1-D array of draws, got shape {values.shape}")
+    check_number(level, "level")
+    if not level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    low, high = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)
 
 
 def combine(verdicts) -> str:
