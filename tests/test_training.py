@@ -377,3 +377,12 @@ def test_cache_key_ignores_docstrings_and_comments_but_not_code():
     assert _code_fingerprint(base) == _code_fingerprint('def f(x):\n    """Other words."""\n    # a comment\n    return x + 1\n')
     assert _code_fingerprint(base) == _code_fingerprint('def f(x):\n    return x + 1\n')
     assert _code_fingerprint(base) != _code_fingerprint('def f(x):\n    """Doc."""\n    return x + 2\n')
+    # an attribute's documentation string is prose too, in a module and in a class; a string that is
+    # used (assigned, returned, passed) is code
+    attribute = 'P = 2000\n"""Steps before a stop."""\nclass C:\n    x: int = 1\n    """The x."""\n'
+    assert _code_fingerprint(attribute) == _code_fingerprint('P = 2000\n"""Other words."""\nclass C:\n    x: int = 1\n')
+    assert _code_fingerprint(attribute) != _code_fingerprint(attribute.replace("2000", "3000"))
+    assert _code_fingerprint('S = "a rule"\n') != _code_fingerprint('S = "another rule"\n')
+    assert _code_fingerprint('def f():\n    return "a"\n') != _code_fingerprint('def f():\n    return "b"\n')
+    only = 'if True:\n    """Only prose."""\nelse:\n    x = 1\n'  # a body of prose alone keeps a statement
+    assert _code_fingerprint(only) == _code_fingerprint('if True:\n    pass\nelse:\n    x = 1\n')

@@ -154,7 +154,9 @@ def training_modules(root: str = _LOOP_MODULE) -> list:
 
 @functools.lru_cache(maxsize=1)
 def training_code_fingerprint() -> str:
-    """The code of every module the training loop reaches (:func:`training_modules`), without docstrings.
+    """The code of every module the training loop reaches (:func:`training_modules`), without its prose.
+
+    Docstrings, the documentation strings of attributes, and comments are left out.
 
     Read and parsed once per process: the code that runs is the code that was imported.
     """
@@ -162,15 +164,25 @@ def training_code_fingerprint() -> str:
 
 
 def _code_fingerprint(source: str) -> str:
-    """The module's syntax tree without docstrings: editing prose or comments keeps cached runs valid."""
+    """The module's syntax tree without its prose: editing it or comments keeps cached runs valid.
+
+    Prose is every statement that is a string literal alone: docstrings, and the documentation strings
+    under module and class attributes (``PATIENCE = 2000`` then ``\"\"\"Steps ...\"\"\"``), which
+    Python evaluates and discards."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
-            first = body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-                node.body = body[1:] or [ast.Pass()]
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                kept = [statement for statement in body if not _is_prose(statement)]
+                setattr(node, field, kept or [ast.Pass()])
     return ast.dump(tree, include_attributes=False)
+
+
+def _is_prose(statement: ast.stmt) -> bool:
+    """A statement that is only a string literal (a docstring or an attribute's documentation)."""
+    return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str))
 
 
 def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, progress: bool = False,
