@@ -137,8 +137,10 @@ def test_lowest_distances_on_intervals_over_tasks():
     samples = np.stack([level[family] * rng.random(40) for family in labels])
     family, line = lowest_distances(samples, labels)
     means = {f: np.median(samples[np.asarray(labels) == f], axis=1).mean() for f in FAMILIES}
-    assert family == min(means, key=means.get)
-    assert line.endswith("-> inconclusive")
+    assert family is None and line.endswith("-> inconclusive")
+    lowest = min(means, key=means.get)  # named on its points, as not separated
+    assert line.startswith(f"Lowest median squared distance per task: not separated ({lowest} lowest on the point "
+                           "values)")
     with pytest.raises(ValueError, match="one label per row"):
         lowest_distances(samples, labels[:-1])
     with pytest.raises(ValueError, match="two tasks each"):
@@ -191,10 +193,12 @@ def test_transfer_correlation_finds_a_monotone_penalty():
     assert corr.pairs_per_family.tolist() == [4, 4] and corr.relabellings.tolist() == [120, 120]
     assert corr.spearman_rho.tolist() == pytest.approx([1.0, -1.0])
     assert corr.p_value.tolist() == pytest.approx([1 / 120, 1.0])  # exact Mantel test: 5! relabellings
+    assert corr.p_lower.tolist() == pytest.approx([1.0, 1 / 120])  # the reversed layer: significantly negative
     finding = emd_transfer_finding(corr)
-    assert finding.verdict == "partly"
+    assert finding.verdict == "partly"  # one reproduced, one not
     assert finding.value == ("Spearman rho -1.00 to 1.00 over 10 unordered family pairs (Mantel test); "
-                             "significant at 5% for 1 of 2 embeddings")
+                             "significant at 5% for 1 of 2 embeddings, significantly negative for 1")
+    assert emd_transfer_finding(corr.loc[["BN:L2"]]).verdict == "not reproduced"
     assert finding.report.splitlines()[1].startswith("Over 10 unordered family pairs, each family in 4 of them")
     assert finding.report.endswith("all 120 relabellings of the families, so the smallest possible is "
                                    "1/120 = 0.00833.")
@@ -219,10 +223,20 @@ def test_transfer_correlation_on_evaluated_layers():
 
 
 def test_transfer_finding_needs_significance():
+    # positive but not significant: inside the noise, neither evidence for the claim nor against it
     corr = pd.DataFrame({"spearman_rho": [0.3, 0.4], "p_value": [0.2, 0.3], "pairs": 20},
                         index=["OH:L2", "BN:L2"])
     finding = emd_transfer_finding(corr)
-    assert finding.verdict == "not reproduced"
-    assert "positive for 2 of 2 embeddings, significant at 5% for 0" in finding.report
+    assert finding.verdict == "inconclusive"
+    assert "positive for 2 of 2 embeddings, significant at 5% for 0, significantly negative for 0" in finding.report
+    assert "neither (inside the noise) for 2" in finding.report
     assert "\n" not in finding.report  # no counts of pairs per family: no line about them
     assert finding.verdict in VERDICTS
+    corr["p_lower"] = [0.9, 0.95]
+    assert emd_transfer_finding(corr).verdict == "inconclusive"
+    corr["spearman_rho"], corr["p_value"], corr["p_lower"] = [-0.8, 0.5], [1.0, 0.01], [0.01, 1.0]
+    assert emd_transfer_finding(corr).verdict == "partly"
+    corr["spearman_rho"], corr["p_value"] = [-0.8, 0.1], [1.0, 0.4]
+    assert emd_transfer_finding(corr).verdict == "not reproduced"  # one against, one undecided
+    with pytest.raises(ValueError, match="correlation"):
+        emd_transfer_finding(corr.drop(columns="p_value"))

@@ -25,12 +25,12 @@ from ..dissimilarity import block_labels, distance_samples, emd_matrix
 from ..evaluate import family_matrix
 from ..tasks import FAMILIES, family_tasks
 from ..training import TrainConfig
-from ..validation import check_int
+from ..validation import check_int, check_table
 from .claims import Finding, verdict
 from .groups import PAPER_SCHEMES
 from .plotting import l2_label
 from .timing import timed
-from .uncertainty import INTERVAL_LEVEL, RESAMPLES, compare, draws_interval
+from .uncertainty import INTERVAL_LEVEL, RESAMPLES, combine, compare, draws_interval
 
 __all__ = ["EmdResult", "block_draws", "distance_quantiles", "emd_finding", "emd_transfer_finding", "family_emd",
            "lowest_distances", "transfer_correlation"]
@@ -299,9 +299,10 @@ def lowest_distances(samples, labels, families=FAMILIES) -> tuple[str, str]:
 
     Returns
     -------
-    (str, str)
-        The lowest family on the point values, and a line that says whether every interval of its
-        difference to another family lies below 0 (``-> yes``) or not (``-> inconclusive``).
+    (str or None, str)
+        The lowest family, or ``None`` when the intervals do not separate it from every other, and a
+        line that says whether every interval of the point-lowest family's difference to another
+        family lies below 0 (``-> yes``) or not (``-> inconclusive``, naming it as not separated).
 
     Examples
     --------
@@ -327,12 +328,13 @@ def lowest_distances(samples, labels, families=FAMILIES) -> tuple[str, str]:
     outcomes = {other: compare(medians[lowest], medians[other], paired=False) for other in others}
     below = sum(c.verdict == "reproduced" for c in outcomes.values())
     apart = max(outcomes, key=lambda other: outcomes[other].high)  # the least separated
-    line = (f"Lowest median squared distance per task: {lowest} (mean over tasks {means[lowest]:.3g}; the other "
+    separated = below == len(others)
+    name = lowest if separated else f"not separated ({lowest} lowest on the point values)"
+    line = (f"Lowest median squared distance per task: {name} (mean over tasks {means[lowest]:.3g}; the other "
             f"families {min(means[o] for o in others):.3g} to {max(means[o] for o in others):.3g}); "
             f"{lowest} minus the least separated, {apart}: {outcomes[apart].text()}. Below every other family on 95% "
-            f"intervals over tasks (unpaired): {below} of {len(others)} -> "
-            f"{'yes' if below == len(others) else 'inconclusive'}")
-    return lowest, line
+            f"intervals over tasks (unpaired): {below} of {len(others)} -> {'yes' if separated else 'inconclusive'}")
+    return (lowest if separated else None), line
 
 
 def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES) -> pd.DataFrame:
@@ -358,7 +360,8 @@ def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES
     -------
     pandas.DataFrame
         Indexed by embedding label; columns ``spearman_rho``, ``p_value`` (one-sided, exact over
-        the ``len(families)!`` relabellings), ``pairs`` (unordered family pairs),
+        the ``len(families)!`` relabellings), ``p_lower`` (the other side: the share of relabellings
+        whose correlation is at most the observed one), ``pairs`` (unordered family pairs),
         ``pairs_per_family`` (how many of them hold each family) and ``relabellings``.
 
     Examples
@@ -394,16 +397,21 @@ def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES
         observed = rho_of(range(len(families)))
         null = [rho_of(order) for order in permutations(range(len(families)))]
         p_value = float(np.mean([r >= observed - 1e-12 for r in null]))
-        rows.append(dict(embedding=l2_label(scheme), spearman_rho=observed, p_value=p_value, pairs=len(pairs),
-                         pairs_per_family=per_family, relabellings=len(null)))
+        p_lower = float(np.mean([r <= observed + 1e-12 for r in null]))
+        rows.append(dict(embedding=l2_label(scheme), spearman_rho=observed, p_value=p_value, p_lower=p_lower,
+                         pairs=len(pairs), pairs_per_family=per_family, relabellings=len(null)))
     return pd.DataFrame(rows).set_index("embedding")
 
 
 def emd_transfer_finding(correlation) -> Finding:
-    """Does the EMD line up with the transfer penalty? Verdict by significant positive rho (chapter 14).
+    """Does the EMD line up with the transfer penalty? Verdict per embedding by the Mantel test (chapter 14).
 
-    A positive but insignificant correlation is not evidence of alignment: the
-    verdict counts the embeddings with ``rho > 0`` and ``p < 0.05``.
+    An embedding reproduces the claim when its correlation is positive and significant at 5%
+    (``rho > 0``, ``p_value < 0.05``), and fails it when the correlation is significantly
+    negative (``p_lower < 0.05``: dissimilar families transfer *better*). Anything between is
+    inside the noise, ``"inconclusive"``: with a handful of families a test of a handful of pairs
+    misses real correlations often, and a miss is not evidence against the claim. The
+    embeddings' verdicts are combined (:func:`~kmtrf_core.book.uncertainty.combine`).
 
     Parameters
     ----------
@@ -417,21 +425,27 @@ def emd_transfer_finding(correlation) -> Finding:
 
     Examples
     --------
-    >>> correlation = pd.DataFrame({"spearman_rho": [0.2, 0.6], "p_value": [0.4, 0.01],
+    >>> correlation = pd.DataFrame({"spearman_rho": [0.2, 0.6], "p_value": [0.4, 0.01], "p_lower": [0.7, 1.0],
     ...     "pairs": 10, "pairs_per_family": 4, "relabellings": 120}, index=["OH:L2", "BN:L2"])
     >>> finding = emd_transfer_finding(correlation)
     >>> finding.value, finding.verdict
-    ('Spearman rho 0.20 to 0.60 over 10 unordered family pairs (Mantel test); significant at 5% for 1 of 2 embeddings', 'partly')
+    ('Spearman rho 0.20 to 0.60 over 10 unordered family pairs (Mantel test); significant at 5% for 1 of 2 embeddings, significantly negative for 0', 'partly')
     >>> print(finding.report.splitlines()[1])
     Over 10 unordered family pairs, each family in 4 of them (the pairs are not independent); p-values from the Mantel test over all 120 relabellings of the families, so the smallest possible is 1/120 = 0.00833.
     """
+    check_table(correlation, "correlation", ["spearman_rho", "p_value", "pairs"])
     rho = correlation.spearman_rho
     positive = int((rho > 0).sum())
-    significant = int(((rho > 0) & (correlation.p_value < 0.05)).sum())
-    outcome = verdict(significant, len(correlation))
+    aligned = (rho > 0) & (correlation.p_value < 0.05)
+    # without the lower tail (a table from before it was kept) no embedding can fail, only stay undecided
+    against = (correlation.p_lower < 0.05) if "p_lower" in correlation else pd.Series(False, index=rho.index)
+    significant, negative = int(aligned.sum()), int(against.sum())
+    outcome = combine("reproduced" if yes else "not reproduced" if no else "inconclusive"
+                      for yes, no in zip(aligned, against))
     pairs = int(correlation.pairs.max())
     report = (f"Rank correlation between family EMD and transfer penalty: positive for {positive} "
-              f"of {len(correlation)} embeddings, significant at 5% for {significant} "
+              f"of {len(correlation)} embeddings, significant at 5% for {significant}, significantly negative "
+              f"for {negative}, neither (inside the noise) for {len(correlation) - significant - negative} "
               f"(rho {rho.min():.2f} to {rho.max():.2f}) -> {outcome}")
     if {"pairs_per_family", "relabellings"} <= set(correlation.columns):
         relabellings, per_family = int(correlation.relabellings.max()), int(correlation.pairs_per_family.max())
@@ -440,6 +454,8 @@ def emd_transfer_finding(correlation) -> Finding:
                    f"{relabellings} relabellings of the families, so the smallest possible is "
                    f"1/{relabellings} = {1 / relabellings:.3g}.")
     value = (f"Spearman rho {rho.min():.2f} to {rho.max():.2f} over {pairs} unordered family pairs (Mantel test); "
-             f"significant at 5% for {significant} of {len(correlation)} embeddings")
-    return Finding(value, outcome, check="a positive rank correlation, significant at 5%, for every embedding",
+             f"significant at 5% for {significant} of {len(correlation)} embeddings, significantly negative for "
+             f"{negative}")
+    return Finding(value, outcome, check="a positive rank correlation, significant at 5% (Mantel test), for every "
+                                         "embedding; a significantly negative one fails it, any other is inconclusive",
                    report=report)
