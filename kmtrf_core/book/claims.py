@@ -104,7 +104,7 @@ CLAIMS: dict[str, Claim] = {
         "Layers trained at one n beat Lloyd on tasks with 1/4 to 4 times as many points.",
         "Figure 12", "11_generalization"),
     "landscape_unimodal": Claim(
-        "Loss surfaces around trained weights look unimodal; OH and BN differ at d = 4 and agree at d = 32.",
+        "Loss surfaces around trained weights look unimodal; OH and BN differ at d = 4 and look alike at d = 32, read as: more alike at d = 32 than at d = 4.",
         "Section 3, Figure 3", "12_landscapes"),
     "cauchy_fails": Claim(
         "Training on cauchy tasks does not generalize, unlike the other four families.",
