@@ -267,6 +267,8 @@ def test_a_probe_report_reads_its_run(tmp_path, monkeypatch):
     group = probe_group("tiny_probe", dataclasses.replace(TINY, until_flat=0.02, seeds=(1, 2)), "9", "a test")
     assert group.base.steps == 4 and group.base.seeds == (1,)
     line = group.runs().probe_report()
-    assert line.startswith("tiny_probe (one seed, 4 steps): relative validation loss ") and "at step 2" in line
+    assert line.startswith(f"tiny_probe (one seed, 4 steps; validation curve over {TINY.val_tasks} tasks, no "
+                           "interval): relative validation loss ") and "at step 2" in line
+    assert line.endswith(("never below 1", "first below 1 at step 2", "first below 1 at step 4"))
     with pytest.raises(ValueError, match="not a probe"):
         RunGroup("g", TINY, {"scheme": ["oh"]}, "9", "test").runs().probe_report()

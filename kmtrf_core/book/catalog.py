@@ -52,7 +52,9 @@ from .profiles import PROFILES, Profile, get_profile
 __all__ = ["DATASET_SIZES", "MIXED_FAMILIES", "Catalog", "book_catalog", "main"]
 
 MIXED_FAMILIES = ("normal", "gumbel", "laplace", "lognormal")
-"""The four task families that transfer to one another (chapter 11); cauchy is left out (chapter 13)."""
+"""The four task families mixed in chapter 15's broader training recipe: those the paper's Figure 8 shows
+transferring to one another (chapter 11 measures whether they do here); cauchy is left out (the paper's
+Figure 4, chapter 13)."""
 
 DATASET_SIZES = {"iris": (4, 3), "wine": (13, 3), "breast_cancer": (30, 2), "digits": (64, 10)}
 """``(d, k)`` of each real data set of chapter 15 (features, classes), so that building the catalog loads

@@ -1,7 +1,7 @@
 """Chapter 9 (``book/09_training.ipynb``), section "The plateau": the plateau of training, measured.
 
-At lr 0.01 the relative validation loss (Eq. 20) first sits on a plateau above
-one Lloyd step and only later drops below it; how long the plateau lasts is
+At lr 0.01 the relative validation loss (Eq. 20) can sit on a plateau above
+one Lloyd step before it drops below it; whether it does, and for how long, is
 what this module measures (:func:`drop_table`), not something it assumes. The
 book's stop rule (:mod:`kmtrf_core.training.convergence`) cannot end a run on
 the plateau, however long it lasts: it stops a run only once it beats one
@@ -306,6 +306,9 @@ def plateau_summary(traces: dict, readings=("nearest_share", "point_entropy", "c
 def plateau_story(moments: pd.DataFrame) -> str:
     """One line per run from :func:`plateau_summary`: where it dropped and how its readings moved.
 
+    The drop is read off the median over seeds of the validation curve (a description of the
+    curve, no interval); which runs drop earlier is decided seed by seed elsewhere (:func:`drop_table`).
+
     Examples
     --------
     >>> trace = pd.DataFrame({"step": [0, 100, 200, 300], "seed": 0, "val_relative_loss": [1.8, 1.7, 0.95, 0.9],
@@ -314,9 +317,9 @@ def plateau_story(moments: pd.DataFrame) -> str:
     >>> flat = trace.assign(val_relative_loss=1.7)
     >>> readings = ("nearest_share", "point_entropy", "qk_points")
     >>> print(plateau_story(plateau_summary({"OH": trace, "BN": flat}, readings=readings)))
-    OH: below one Lloyd step at step 200. Mid-plateau (step 100) -> drop -> end: nearest-center share 0.40 -> 0.90 -> 0.95; point->center entropy 0.80 -> 0.30 -> 0.20; |Q^T K| (points->centers) 1.50 -> 4.00 -> 5.00.
+    OH: median validation curve below 1 at step 200. Mid-plateau (step 100) -> drop -> end: nearest-center share 0.40 -> 0.90 -> 0.95; point->center entropy 0.80 -> 0.30 -> 0.20; |Q^T K| (points->centers) 1.50 -> 4.00 -> 5.00.
       OH, from mid-plateau to the end: |Q^T K| (points->centers) grew 3.3x; the point->center entropy fell to 0.25 of its plateau value; at the end 5% of the points attend most to a center other than their nearest.
-    BN: not below one Lloyd step in 300 steps (relative validation loss 1.70 at the end).
+    BN: median validation curve not below 1 in 300 steps (1.70 at the end).
     """
     names = {"nearest_share": "nearest-center share", "point_entropy": "point->center entropy",
              "center_entropy": "center->point entropy", "qk_points": "|Q^T K| (points->centers)",
@@ -325,12 +328,12 @@ def plateau_story(moments: pd.DataFrame) -> str:
     for run in dict.fromkeys(moments.index.get_level_values(0)):
         table = moments.loc[run]
         if np.isnan(table.loc["drop", "step"]):
-            lines.append(f"{run}: not below one Lloyd step in {table.loc['end', 'step']:.0f} steps (relative "
-                         f"validation loss {table.loc['end', 'val_relative_loss']:.2f} at the end).")
+            lines.append(f"{run}: median validation curve not below 1 in {table.loc['end', 'step']:.0f} steps "
+                         f"({table.loc['end', 'val_relative_loss']:.2f} at the end).")
             continue
         parts = [f"{label} " + " -> ".join(f"{table.loc[moment, name]:.2f}" for moment in ("plateau", "drop", "end"))
                  for name, label in names.items() if name in table.columns]
-        lines.append(f"{run}: below one Lloyd step at step {table.loc['drop', 'step']:.0f}. Mid-plateau (step "
+        lines.append(f"{run}: median validation curve below 1 at step {table.loc['drop', 'step']:.0f}. Mid-plateau (step "
                      f"{table.loc['plateau', 'step']:.0f}) -> drop -> end: " + "; ".join(parts) + ".")
         lines.append(_plateau_to_end(run, table))
     return "\n".join(line for line in lines if line)

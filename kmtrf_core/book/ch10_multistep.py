@@ -188,8 +188,8 @@ def multistep_findings(changes: dict, steps: int, samples: dict, margin: float =
     naive : Finding
         Statement (i), for the claim ``multistep_naive``.
     reembed : Finding
-        Statements (ii) and (iii), for ``multistep_reembed``: ``"partly"``
-        unless both have the same verdict.
+        Statements (ii) and (iii), for ``multistep_reembed``: their two verdicts combined
+        (:func:`~kmtrf_core.book.uncertainty.combine`).
 
     Examples
     --------

@@ -79,7 +79,7 @@ def multistep_training_findings(samples: dict, inference: dict, labels, unroll: 
     """The three verdicts of chapter 18, from the layers' per-task ratios to Lloyd on held-out tasks.
 
     Each is :func:`~kmtrf_core.book.claims.better_finding`: a variant beats the
-    baseline only when the 95% interval of the difference is below the margin.
+    baseline only when the 95% interval of the difference is below minus the margin.
 
     Parameters
     ----------

@@ -155,14 +155,16 @@ class Runs(Mapping):
     def probe_report(self) -> str:
         """What a probe group's run shows, in one line per run: its relative validation loss half-way
         (where the verdict groups' cap is, for a probe of twice the cap) and at the end, and where
-        it first beat one Lloyd step.
+        its validation curve first went below 1. These are the training curve's values (the mean over
+        the run's validation tasks, the median over its seeds), without an interval, and the line
+        says so: the verdicts next to it are decided on held-out tasks.
 
         >>> config = TrainConfig(d=2, k=3, n=16, steps=400, val_every=100)
         >>> history = pd.DataFrame({"step": [0, 100, 200, 300, 400], "seed": 0,
         ...                         "val_relative_loss": [1.7, 1.6, 1.5, 0.97, 0.95]})
         >>> Runs(RunGroup("demo_probe", config, {"steps": [400]}, "9", "a test", probe=True),
         ...      {(400,): Run(config, None, history)}).probe_report()
-        'demo_probe (one seed, 400 steps): relative validation loss 1.500 at step 200, 0.950 at step 400; below one Lloyd step from step 300'
+        'demo_probe (one seed, 400 steps; validation curve over 256 tasks, no interval): relative validation loss 1.500 at step 200, 0.950 at step 400; first below 1 at step 300'
         """
         if not self.group.probe:
             raise ValueError(f"group {self.group.name!r} is not a probe")
@@ -176,9 +178,9 @@ class Runs(Mapping):
             below = curve[curve < 1]
             lines.append(
                 f"{self.group.name} ({'one seed' if len(run.config.seeds) == 1 else f'{len(run.config.seeds)} seeds'}, "
-                f"{last} steps): relative validation loss {half.iloc[-1]:.3f} at step {int(half.index[-1])}, "
-                f"{curve.iloc[-1]:.3f} at step {last}; "
-                + (f"below one Lloyd step from step {int(below.index[0])}" if len(below) else "never below one Lloyd step"))
+                f"{last} steps; validation curve over {run.config.val_tasks} tasks, no interval): relative validation "
+                f"loss {half.iloc[-1]:.3f} at step {int(half.index[-1])}, {curve.iloc[-1]:.3f} at step {last}; "
+                + (f"first below 1 at step {int(below.index[0])}" if len(below) else "never below 1"))
         return "\n".join(lines)
 
     def stops(self) -> str:

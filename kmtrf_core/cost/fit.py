@@ -181,8 +181,10 @@ def nondecreasing(values, slack: float = 0.1) -> bool:
 
     Each value must be at least the one before minus ``slack`` times its
     magnitude; ``slack=0`` asks for a non-decreasing series. Chapter 8 checks
-    with it that BN's memory reduction and forward speedup grow with ``k``
-    (Table 1), with 10% slack for the noise of the clock.
+    with it that BN's memory reduction grows with ``k`` (Table 1), with 10%
+    slack; the speedups, which carry the clock's noise, are read on their
+    ranges over repetitions instead
+    (:func:`~kmtrf_core.book.ch08_cost.ranges_grow`).
 
     Parameters
     ----------
