@@ -37,6 +37,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed repetitions per configuration (default 5)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed repetitions first (default 1)")
+    parser.add_argument("--memory-repeats", type=int, default=1,
+                        help="measurements of the peak memory per configuration, each a fresh step (default 1)")
     parser.add_argument("--quick", action="store_true", help="n=256, B=4, k in {6, 25, 100}: a smoke run")
     parser.add_argument("--impl", nargs="+", default=["direct"], choices=["direct", "sdpa"],
                         help="attention kernel(s) to measure (default: direct, the paper's explicit weights)")
@@ -67,7 +69,7 @@ def table(comparison: pd.DataFrame) -> pd.DataFrame:
 
 
 def spread(raw: pd.DataFrame) -> pd.DataFrame:
-    """min-max of the timed repetitions, per scheme and metric."""
+    """min-max of the timed repetitions and of the peak memory's measurements, per scheme and metric."""
     rows = []
     for k in sorted(raw.k.unique()):
         oh, bn = (raw[(raw.k == k) & (raw.scheme == s)].iloc[0] for s in ("oh", "bn"))
@@ -77,6 +79,8 @@ def spread(raw: pd.DataFrame) -> pd.DataFrame:
                 f"{oh[f'{metric}_min_ms']:.1f}-{oh[f'{metric}_max_ms']:.1f} | "
                 f"{bn[f'{metric}_min_ms']:.1f}-{bn[f'{metric}_max_ms']:.1f}"
             )
+        row["peak MB min-max OH | BN"] = (f"{oh.peak_min_mb:.1f}-{oh.peak_max_mb:.1f} | "
+                                          f"{bn.peak_min_mb:.1f}-{bn.peak_max_mb:.1f}")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -96,7 +100,7 @@ def main(argv=None) -> int:
         for k in ks:
             t0 = time.perf_counter()
             df = measure_grid([d], [k], n=n, batch=batch, impl=impl, repeats=args.repeats, warmup=args.warmup,
-                              device=args.device)
+                              device=args.device, memory_repeats=args.memory_repeats)
             raw.append(df)
             c = compare_schemes(df, stat="median").iloc[0]
             print(f"  [{impl}] k={k}: forward {c.forward_oh:.1f} / {c.forward_bn:.1f} ms, "

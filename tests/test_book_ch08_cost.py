@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
-from kmtrf_core.book.ch08_cost import (PAPER_FRACTION, range_above, range_within, ranges_grow, speedup_finding,
-                                      speedup_range)
+from kmtrf_core.book.ch08_cost import (PAPER_FRACTION, kernel_memory_lines, range_above, range_within,
+                                      ranges_above, ranges_grow, speedup_finding, speedup_range)
 
 PAPER = pd.DataFrame({"forward_speedup": [0.88, 4.0, 12.1]}, index=[6, 100, 1000])
 
@@ -116,3 +116,45 @@ def test_range_helpers_refuse_bad_input():
         ranges_grow(pd.DataFrame({"low": [1.0], "high": [1.0]}), slack=1.0)
     with pytest.raises(ValueError, match="ranges"):
         ranges_grow(pd.DataFrame({"low": [1.0]}))
+
+
+def _peaks(rows):
+    """A measure_grid-like table from {(k, scheme): (least, largest peak in MB)}."""
+    return pd.DataFrame([(k, scheme, low, high) for (k, scheme), (low, high) in rows.items()],
+                        columns=["k", "scheme", "peak_min_mb", "peak_max_mb"])
+
+
+def test_memory_ranges_read_every_pair_of_measurements():
+    table = _peaks({(6, "oh"): (36.3, 36.4), (6, "bn"): (36.1, 36.2), (100, "oh"): (60.0, 61.0),
+                    (100, "bn"): (60.5, 62.0)})
+    ratio = speedup_range(table, "peak")  # OH / BN peak
+    assert ratio.loc[6].tolist() == pytest.approx([36.3 / 36.2, 36.4 / 36.1])
+    assert ranges_above(ratio.loc[[6]]) is True           # BN below OH in every pair at k = 6
+    assert ranges_above(ratio) == "inconclusive"          # at k = 100 the measurements overlap
+    assert ranges_above(ratio.assign(low=[1.01, 0.9], high=[1.02, 0.95])) is False
+    with pytest.raises(ValueError, match="peak_min_mb"):
+        speedup_range(table.drop(columns="peak_min_mb"), "peak")
+    with pytest.raises(ValueError, match="ranges has no rows"):
+        ranges_above(ratio.iloc[:0])
+
+
+def test_kernel_memory_lines_say_yes_no_or_inconclusive():
+    direct = _peaks({(6, "oh"): (36.3, 36.4), (6, "bn"): (36.1, 36.2), (100, "oh"): (60.0, 61.0),
+                     (100, "bn"): (40.0, 40.5)})
+    fused = _peaks({(6, "oh"): (10.0, 10.5), (6, "bn"): (9.7, 9.9), (100, "oh"): (30.0, 30.2),
+                    (100, "bn"): (15.0, 15.1)})
+    lower, larger = kernel_memory_lines(direct, fused).splitlines()
+    assert lower.startswith("sdpa lowers the peak of both schemes at the smallest k = 6, where the weights "
+                            "dominate: yes (OH 10.0-10.5 MB vs 36.3-36.4 MB")
+    assert larger.startswith("sdpa makes BN's relative memory reduction larger at every k: yes (k=6: ")
+    # the kernels swapped: both answers turn to no
+    lower, larger = kernel_memory_lines(fused, direct, names=("fused", "direct")).splitlines()
+    assert ": no (" in lower and ": no (" in larger and lower.startswith("direct lowers")
+    # the fused OH peak overlapping the direct one at k = 6: that answer is inconclusive
+    overlapping = fused.copy()
+    overlapping.loc[0, ["peak_min_mb", "peak_max_mb"]] = [36.0, 36.35]
+    assert ": inconclusive (" in kernel_memory_lines(direct, overlapping).splitlines()[0]
+    with pytest.raises(ValueError, match="one row of scheme 'bn' at k = 6"):
+        kernel_memory_lines(direct, fused[fused.scheme == "oh"])
+    with pytest.raises(ValueError, match="direct"):
+        kernel_memory_lines(direct.drop(columns="peak_max_mb"), fused)

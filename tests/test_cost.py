@@ -43,7 +43,19 @@ def test_measure_model_returns_sane_positive_numbers():
     assert r.resident_mb == pytest.approx((12 * 25 + 3 * 3 + 2 * 16 * 2 + 2 * 3 * 2) * 4 / 2**20)
     row = r.as_dict()
     assert {f"{m}_{s}_ms" for m in METRICS for s in ("median", "mean", "std", "min", "max")} <= set(row)
-    assert "times_ms" not in row
+    assert "times_ms" not in row and "peaks_mb" not in row
+    assert r.peaks_mb == (r.peak_mb,) and row["peak_min_mb"] == row["peak_max_mb"] == r.peak_mb
+
+
+def test_the_peak_is_measured_memory_repeats_times():
+    r = measure_model(2, 3, "oh", memory=True, memory_repeats=3, **TINY)
+    assert len(r.peaks_mb) == 3 and all(p >= 0 and math.isfinite(p) for p in r.peaks_mb)
+    assert r.peak_mb == sorted(r.peaks_mb)[1]  # the median
+    df = measure_grid([2], [2, 3], memory=True, memory_repeats=2, **TINY)
+    assert (df.peak_min_mb <= df.peak_mb).all() and (df.peak_mb <= df.peak_max_mb).all()
+    assert measure_model(2, 3, "oh", memory=False, memory_repeats=3, **TINY).peaks_mb == ()
+    with pytest.raises(ValueError, match="memory_repeats"):
+        measure_model(2, 3, "oh", memory_repeats=0, **TINY)
 
 
 def test_measure_grid_shape_and_comparison():

@@ -4,8 +4,10 @@ The counts and measurements are the cost room's (:mod:`kmtrf_core.cost`);
 :func:`speedup_range` bounds a measured speedup by what any two of its timed repetitions
 allow, and :func:`speedup_finding` turns the measured Table 1, with those ranges, into the
 verdict of the claim ``cost_speedup``. The chapter's own claims table reads the same ranges
-through :func:`range_above`, :func:`range_within` and :func:`ranges_grow`: each says ``True``
-or ``False`` only when the whole range is on one side, and ``"inconclusive"`` otherwise.
+through :func:`range_above`, :func:`ranges_above`, :func:`range_within` and :func:`ranges_grow`:
+each says ``True`` or ``False`` only when the whole range is on one side, and ``"inconclusive"``
+otherwise. The peak memory is measured several times too, and read the same way
+(:func:`speedup_range` with ``metric="peak"``, :func:`kernel_memory_lines`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import pandas as pd
 
 from ..validation import check_table
 from .claims import Finding
+from .uncertainty import range_ahead
 
-__all__ = ["PAPER_FRACTION", "range_above", "range_within", "ranges_grow", "speedup_finding", "speedup_range"]
+__all__ = ["PAPER_FRACTION", "kernel_memory_lines", "range_above", "range_within", "ranges_above", "ranges_grow",
+           "speedup_finding", "speedup_range"]
 
 
 PAPER_FRACTION = 0.75
@@ -28,15 +32,18 @@ def speedup_range(raw: pd.DataFrame, metric: str = "forward", scheme: str = "bn"
 
     The low end pairs the baseline's fastest repetition with the scheme's slowest, the high end
     the other way round, so every ratio of one repetition of each lies inside. It is the
-    uncertainty of a timing ratio on a shared machine, where other work only adds time.
+    uncertainty of a timing ratio on a shared machine, where other work only adds time. With
+    ``metric="peak"`` the same for the peak memory of a training step over its repeated
+    measurements (``memory_repeats`` of :func:`~kmtrf_core.cost.measure_grid`): above 1 where
+    ``scheme`` needs less, and BN's reduction in percent is ``100 (1 - 1 / ratio)``.
 
     Parameters
     ----------
     raw : pandas.DataFrame
         From :func:`~kmtrf_core.cost.measure_grid`: one row per (grid point, scheme) with
-        ``{metric}_min_ms`` and ``{metric}_max_ms``.
-    metric : {"forward", "backward", "eval"}
-        The timed phase.
+        ``{metric}_min_ms`` and ``{metric}_max_ms`` (``peak_min_mb`` and ``peak_max_mb`` for memory).
+    metric : {"forward", "backward", "eval", "peak"}
+        The timed phase, or the peak memory.
     scheme, baseline : str
         The schemes whose ratio ``baseline / scheme`` is bounded.
     by : str or list of str
@@ -57,8 +64,13 @@ def speedup_range(raw: pd.DataFrame, metric: str = "forward", scheme: str = "bn"
     ...                      "forward_min_ms": [1.0, 1.0, 2.0, 1.0], "forward_max_ms": [1.5, 1.2, 2.2, 1.1]})
     >>> speedup_range(grid, by=["d", "k"]).round(2).values.tolist()
     [[0.83, 1.5], [1.82, 2.2]]
+    >>> peaks = pd.DataFrame({"k": [6, 6], "scheme": ["oh", "bn"], "peak_min_mb": [36.3, 36.1],
+    ...                       "peak_max_mb": [36.4, 36.2]})
+    >>> speedup_range(peaks, "peak").round(4).loc[6].tolist()  # BN below OH in every pair of measurements
+    [1.0028, 1.0083]
     """
-    low_column, high_column = f"{metric}_min_ms", f"{metric}_max_ms"
+    unit = "mb" if metric == "peak" else "ms"
+    low_column, high_column = f"{metric}_min_{unit}", f"{metric}_max_{unit}"
     keys = [by] if isinstance(by, str) else list(by)
     check_table(raw, "raw", [*keys, "scheme", low_column, high_column])
     by = keys[0] if len(keys) == 1 else keys
@@ -164,6 +176,79 @@ def range_above(low: float, high: float, threshold: float = 1.0):
     """
     low, high = _range(low, high)
     return True if low > threshold else False if high <= threshold else "inconclusive"
+
+
+def ranges_above(ranges: pd.DataFrame, threshold: float = 1.0):
+    """:func:`range_above` for every row at once: ``True`` when every row's range is above ``threshold``,
+    ``False`` when some row's is at or below it, ``"inconclusive"`` otherwise.
+
+    >>> ranges = pd.DataFrame({"low": [1.01, 1.2], "high": [1.03, 1.5]})
+    >>> ranges_above(ranges), ranges_above(ranges.assign(low=[0.99, 1.2])), ranges_above(ranges.assign(low=[0.9, 1.2],
+    ...                                                                                             high=[1.0, 1.5]))
+    (True, 'inconclusive', False)
+    """
+    check_table(ranges, "ranges", ["low", "high"])  # (refuses an empty table too)
+    answers = [range_above(low, high, threshold) for low, high in zip(ranges.low, ranges.high)]
+    return False if False in answers else True if all(a is True for a in answers) else "inconclusive"
+
+
+def kernel_memory_lines(direct: pd.DataFrame, fused: pd.DataFrame, names=("direct", "sdpa")) -> str:
+    """Does the fused kernel lower the peak memory, and BN's share of it? On the measurements' ranges.
+
+    Two lines for chapter 8: whether ``fused`` lowers the peak of both schemes at the smallest
+    ``k`` (every measurement of it below every measurement with ``direct``), and whether it makes
+    BN's relative memory reduction larger at every ``k`` (the reduction's range, from
+    :func:`speedup_range` with ``metric="peak"``, above the other kernel's). Each answers yes, no
+    (the whole range on the other side) or inconclusive.
+
+    Parameters
+    ----------
+    direct, fused : pandas.DataFrame
+        :func:`~kmtrf_core.cost.measure_grid` of the two kernels over the same ``k`` (one ``d``),
+        with ``peak_min_mb`` and ``peak_max_mb``.
+    names : (str, str)
+        The kernels' names, for the lines.
+
+    Examples
+    --------
+    >>> def table(oh, bn):  # (min, max) peaks in MB at k = 6 and k = 100
+    ...     rows = [(k, s, *peaks[i]) for s, peaks in (("oh", oh), ("bn", bn)) for i, k in enumerate((6, 100))]
+    ...     return pd.DataFrame(rows, columns=["k", "scheme", "peak_min_mb", "peak_max_mb"])
+    >>> direct = table(oh=[(36.3, 36.4), (60.0, 61.0)], bn=[(36.1, 36.2), (40.0, 40.5)])
+    >>> fused = table(oh=[(10.0, 10.5), (30.0, 30.2)], bn=[(9.95, 10.3), (15.0, 15.1)])
+    >>> print(kernel_memory_lines(direct, fused))
+    sdpa lowers the peak of both schemes at the smallest k = 6, where the weights dominate: yes (OH 10.0-10.5 MB vs 36.3-36.4 MB; BN 9.9-10.3 MB vs 36.1-36.2 MB)
+    sdpa makes BN's relative memory reduction larger at every k: inconclusive (k=6: -3.0% to 5.2% vs 0.3% to 0.8%; k=100: 49.7% to 50.3% vs 32.5% to 34.4%)
+    """
+    for name, table in (("direct", direct), ("fused", fused)):
+        check_table(table, name, ["k", "scheme", "peak_min_mb", "peak_max_mb"])
+    k0 = min(direct.k)
+
+    def peaks(table, scheme):
+        row = table[(table.k == k0) & (table.scheme == scheme)]
+        if len(row) != 1:
+            raise ValueError(f"the tables must hold one row of scheme {scheme!r} at k = {k0}, got {len(row)}")
+        return float(row.peak_min_mb.iloc[0]), float(row.peak_max_mb.iloc[0])
+
+    lower = [range_ahead(peaks(fused, s), peaks(direct, s), 0.0) for s in ("oh", "bn")]  # fused below direct
+    # BN's reduction in percent over every pair of measurements, low and high ends per k
+    reductions = {"direct": 100 * (1 - 1 / speedup_range(direct, "peak")),
+                  "fused": 100 * (1 - 1 / speedup_range(fused, "peak"))}
+    ks = reductions["direct"].index.intersection(reductions["fused"].index)
+    larger = [range_ahead(tuple(reductions["direct"].loc[k]), tuple(reductions["fused"].loc[k]), 0.0) for k in ks]
+
+    def answer(verdicts):  # every case yes; one case the other way round: no
+        if "not reproduced" in verdicts:
+            return "no"
+        return "yes" if all(v == "reproduced" for v in verdicts) else "inconclusive"
+
+    mb = [f"{s.upper()} {peaks(fused, s)[0]:.1f}-{peaks(fused, s)[1]:.1f} MB vs {peaks(direct, s)[0]:.1f}-"
+          f"{peaks(direct, s)[1]:.1f} MB" for s in ("oh", "bn")]
+    spans = [f"k={k}: " + " vs ".join(f"{reductions[name].loc[k, 'low']:.1f}% to {reductions[name].loc[k, 'high']:.1f}%"
+                                       for name in ("fused", "direct")) for k in ks]
+    return (f"{names[1]} lowers the peak of both schemes at the smallest k = {k0}, where the weights dominate: "
+            f"{answer(lower)} ({'; '.join(mb)})\n"
+            f"{names[1]} makes BN's relative memory reduction larger at every k: {answer(larger)} ({'; '.join(spans)})")
 
 
 def range_within(low: float, high: float, lower: float, upper: float):

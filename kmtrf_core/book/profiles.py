@@ -87,6 +87,7 @@ class CostSizes(Sizes):
     table_batch: int
     table_k: list
     table_impls: list
+    memory_repeats: int
 
 
 @dataclass(frozen=True)
@@ -343,6 +344,7 @@ PROFILES: dict[str, dict[str, Sizes]] = {
         "profiling": CostSizes(
             n=256, batch=8, repeats=3, warmup=1, d_grid=[4, 16, 64], k_grid=[10, 25, 100], impl="direct",
             table_d=32, table_n=512, table_batch=4, table_k=[6, 25, 100, 400], table_impls=["direct", "sdpa"],
+            memory_repeats=2,
         ),
         "embeddings": EmbeddingsSizes(
             n=8, d=2, k=6, d_grid=[2, 4, 8, 16, 32, 64, 128, 256], k_grid=[2, 4, 10, 16, 25, 64, 100, 256],
@@ -401,7 +403,7 @@ PROFILES: dict[str, dict[str, Sizes]] = {
         "profiling": CostSizes(
             n=512, batch=8, repeats=5, warmup=2, d_grid=[4, 8, 16, 32, 64, 128], k_grid=[10, 16, 25, 40, 64, 100],
             impl="direct", table_d=32, table_n=1024, table_batch=4, table_k=[6, 25, 100, 400, 1000],
-            table_impls=["direct", "sdpa"],
+            table_impls=["direct", "sdpa"], memory_repeats=3,
         ),
         "embeddings": EmbeddingsSizes(
             n=8, d=2, k=6, d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
@@ -461,7 +463,7 @@ PROFILES: dict[str, dict[str, Sizes]] = {
         "profiling": CostSizes(
             n=1024, batch=32, repeats=30, warmup=10, d_grid=[4, 8, 16, 32, 64, 128],
             k_grid=[10, 16, 25, 40, 64, 100], impl="direct", table_d=32, table_n=1024, table_batch=32,
-            table_k=[6, 25, 100, 400, 1000], table_impls=["direct", "sdpa"],
+            table_k=[6, 25, 100, 400, 1000], table_impls=["direct", "sdpa"], memory_repeats=5,
         ),
         "embeddings": EmbeddingsSizes(
             n=8, d=2, k=6, d_grid=[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],

@@ -11,8 +11,8 @@ What chapter 8 (the price of an embedding) builds on top of the count of
 * :func:`with_counts` and :func:`fit_cost_model`: the non-negative
   least-squares fit ``t = a FLOPs + b bytes + c`` of measured times to the
   counts, as a :class:`CostModel`;
-* :func:`nondecreasing`: whether a measured series grows with ``k`` up to a
-  relative slack (a claim check of Table 1).
+* :func:`nondecreasing`: whether a series of point values grows with ``k`` up
+  to a relative slack (the book's chapter 8 reads ranges instead).
 """
 
 from __future__ import annotations
@@ -180,11 +180,10 @@ def nondecreasing(values, slack: float = 0.1) -> bool:
     """Whether a series grows along its order, forgiving a step down of ``slack`` times the value.
 
     Each value must be at least the one before minus ``slack`` times its
-    magnitude; ``slack=0`` asks for a non-decreasing series. Chapter 8 checks
-    with it that BN's memory reduction grows with ``k`` (Table 1), with 10%
-    slack; the speedups, which carry the clock's noise, are read on their
-    ranges over repetitions instead
-    (:func:`~kmtrf_core.book.ch08_cost.ranges_grow`).
+    magnitude; ``slack=0`` asks for a non-decreasing series. It reads point
+    values only: chapter 8 decides its growth claims (memory reduction and
+    speedup against ``k``, Table 1) on the ranges over repeated measurements
+    instead (:func:`~kmtrf_core.book.ch08_cost.ranges_grow`).
 
     Parameters
     ----------

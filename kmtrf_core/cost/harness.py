@@ -87,7 +87,11 @@ class Measurement:
     times_ms : dict
         Raw timings in ms, ``{"forward": [...], "backward": [...], "eval": [...]}``.
     peak_mb : float
-        Peak memory added by one training step, MiB (``nan`` if not measured).
+        Peak memory added by one training step, MiB (``nan`` if not measured): the median of
+        ``peaks_mb``.
+    peaks_mb : tuple of float
+        Every measurement of that peak (``memory_repeats`` of them, each a fresh step), MiB; their
+        least and largest are ``peak_min_mb`` and ``peak_max_mb`` of :meth:`as_dict`.
     resident_mb : float
         Bytes of the weights, buffers and data resident before the step, MiB.
     memory_method : str
@@ -120,6 +124,7 @@ class Measurement:
     peak_mb: float = math.nan
     resident_mb: float = math.nan
     memory_method: str = "not measured"
+    peaks_mb: tuple = field(default=(), repr=False)
 
     def stats(self, metric: str) -> dict:
         """``median``, ``mean``, ``std`` (sample std, 0 for one repeat), ``min``, ``max`` of a metric, in ms."""
@@ -134,11 +139,14 @@ class Measurement:
         )
 
     def as_dict(self) -> dict:
-        """One flat row: the configuration, ``{metric}_{stat}_ms`` for every metric and stat, memory."""
-        row = {key: value for key, value in asdict(self).items() if key != "times_ms"}
+        """One flat row: the configuration, ``{metric}_{stat}_ms`` for every metric and stat, memory
+        (``peak_mb`` and the range of its measurements, ``peak_min_mb`` to ``peak_max_mb``)."""
+        row = {key: value for key, value in asdict(self).items() if key not in ("times_ms", "peaks_mb")}
         for metric in METRICS:
             for stat, value in self.stats(metric).items():
                 row[f"{metric}_{stat}_ms"] = value
+        peaks = self.peaks_mb or (self.peak_mb,)
+        row["peak_min_mb"], row["peak_max_mb"] = min(peaks), max(peaks)
         return row
 
 
@@ -288,8 +296,10 @@ def _configs(entries, n, batch, gamma, impl, dtype, seed):
     ]
 
 
-def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, seed, memory, disable):
+def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, seed, memory, disable,
+             memory_repeats=1):
     check_int(n, "n")
+    check_int(memory_repeats, "memory_repeats")
     check_int(batch, "batch")
     check_int(repeats, "repeats")
     check_int(warmup, "warmup", minimum=0)
@@ -312,19 +322,24 @@ def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, 
     for members in tqdm(list(groups.values()), desc="timing", disable=disable):
         for i, result in zip(members, _time_group([configs[i] for i in members], device, repeats, warmup)):
             timed[i] = result
-    peaks, method = [math.nan] * len(configs), "not measured"
-    if memory and device.type == "cuda":
-        peaks = [cuda_peak_mb(cfg, device) for cfg in tqdm(configs, desc="memory", disable=disable)]
-        method = MEMORY_CUDA
-    elif memory:
-        peaks, method = cpu_peak_mb(configs, threads)
+    peaks, method = [()] * len(configs), "not measured"
+    if memory:
+        # every configuration once, then again: OH and BN of a grid point stay next to each other
+        rounds = configs * memory_repeats
+        if device.type == "cuda":
+            flat = [cuda_peak_mb(cfg, device) for cfg in tqdm(rounds, desc="memory", disable=disable)]
+            method = MEMORY_CUDA
+        else:
+            flat, method = cpu_peak_mb(rounds, threads)
+        peaks = [tuple(flat[i::len(configs)]) for i in range(len(configs))]
     return [
         Measurement(
             d=cfg["d"], k=cfg["k"], scheme=cfg["scheme"], n=n, batch=batch,
             d_emb=embedding_dim(cfg["d"], cfg["k"], cfg["scheme"]), impl=impl, gamma=gamma,
             dtype=cfg["dtype"], device=device_label, threads=threads, repeats=repeats, warmup=warmup,
             times_ms={key: tuple(value) for key, value in times.items()},
-            peak_mb=peak, resident_mb=resident, memory_method=method,
+            peak_mb=statistics.median(peak) if peak else math.nan, peaks_mb=peak, resident_mb=resident,
+            memory_method=method,
         )
         for cfg, (times, resident), peak in zip(configs, timed, peaks)
     ]
@@ -345,6 +360,7 @@ def measure_model(
     device=None,
     seed: int = 0,
     memory: bool = True,
+    memory_repeats: int = 1,
 ) -> Measurement:
     """Time and memory of one layer of Eq. 4 on a batch of ``batch`` tasks of ``n`` points.
 
@@ -373,6 +389,10 @@ def measure_model(
     memory : bool
         Also measure the peak memory of a training step (on the CPU this
         starts a worker process, about two seconds).
+    memory_repeats : int
+        How many times that peak is measured, each on a fresh step: ``peak_mb`` is their median,
+        ``peaks_mb`` all of them (on a CPU the resident set moves by a few tenths of a MiB from one
+        measurement to the next, which is the size of BN's saving at small ``k``).
 
     Returns
     -------
@@ -391,7 +411,7 @@ def measure_model(
     """
     return _profile(
         [(d, k, scheme)], n=n, batch=batch, gamma=gamma, impl=impl, repeats=repeats, warmup=warmup,
-        dtype=dtype, device=device, seed=seed, memory=memory, disable=True,
+        dtype=dtype, device=device, seed=seed, memory=memory, disable=True, memory_repeats=memory_repeats,
     )[0]
 
 
@@ -411,6 +431,7 @@ def measure_grid(
     seed: int = 0,
     memory: bool = True,
     disable: bool = True,
+    memory_repeats: int = 1,
 ):
     """:func:`measure_model` over every ``(d, k, scheme)`` of a grid, as a DataFrame.
 
@@ -426,7 +447,7 @@ def measure_grid(
         Embeddings to compare.
     disable : bool
         Turn off the ``tqdm`` progress bar.
-    n, batch, gamma, impl, repeats, warmup, dtype, device, seed, memory
+    n, batch, gamma, impl, repeats, warmup, dtype, device, seed, memory, memory_repeats
         As in :func:`measure_model`.
 
     Returns
@@ -448,7 +469,7 @@ def measure_grid(
     entries = [(d, k, s) for d in d_grid for k in k_grid for s in schemes]
     results = _profile(
         entries, n=n, batch=batch, gamma=gamma, impl=impl, repeats=repeats, warmup=warmup,
-        dtype=dtype, device=device, seed=seed, memory=memory, disable=disable,
+        dtype=dtype, device=device, seed=seed, memory=memory, disable=disable, memory_repeats=memory_repeats,
     )
     return pd.DataFrame([r.as_dict() for r in results])
 
