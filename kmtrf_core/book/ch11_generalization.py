@@ -262,7 +262,7 @@ def shift_finding(final, steps: int, samples: dict, shifts=SHIFTS) -> Finding:
     -------
     Finding
         For the claim ``shift_generalization``; the report adds the unshifted
-        ratios and the largest change of a final ratio under a shift.
+        ratios and how the shifts move OH's and BN's ratios (:func:`_change_line`).
 
     Examples
     --------
@@ -291,7 +291,6 @@ def shift_finding(final, steps: int, samples: dict, shifts=SHIFTS) -> Finding:
     value = (f"OH/BN beat Lloyd after {steps} steps under {len(won)} of {len(shifts)} shifts (95% intervals); "
              f"final ratios {shifted.min().min():.2f} to {shifted.max().max():.2f}")
     unshifted = final.loc["no shift", list(PAPER_SCHEMES)]
-    drift = (final.loc[shifts] - final.loc["no shift"]).abs().max().max()
     lines = [
         f"OH and BN beat Lloyd after {steps} steps under {len(won)} of {len(shifts)} shifts"
         + (f" ({', '.join(won)})" if won else "")
@@ -299,10 +298,25 @@ def shift_finding(final, steps: int, samples: dict, shifts=SHIFTS) -> Finding:
         + f". Paper: all {len(shifts)} by T = 20 (double scale only eventually) -> {outcome}",
         "Unshifted reference, ratio to Lloyd after T steps: "
         + ", ".join(f"{l2_label(scheme)} {unshifted[scheme]:.2f}" for scheme in PAPER_SCHEMES),
-        f"Largest change of a final ratio under a shift, relative to no shift: {drift:.2f}",
+        _change_line(samples, shifts, "no shift", "Under a shift, relative to no shift, OH/BN's final ratio"),
     ]
     return Finding(value, outcome, check=f"OH and BN below Lloyd after {steps} steps under every shift, each 95% "
                                          "interval over tasks and seeds below 1", report="\n".join(lines))
+
+
+def _change_line(samples: dict, tests, reference: str, label: str) -> str:
+    """How OH's and BN's final ratios move from the ``reference`` test to each of ``tests``, in one line.
+
+    Each (test, embedding) case is the unpaired 95% interval of the difference of mean ratios (the
+    tests are drawn apart); a case is lower or higher only when the interval excludes 0."""
+    changes = {(test, scheme): compare(samples[(test, scheme)], samples[(reference, scheme)], paired=False)
+               for test in tests for scheme in _OH_BN}
+    lower = sum(c.verdict == "reproduced" for c in changes.values())
+    higher = sum(c.verdict == "not reproduced" for c in changes.values())
+    (test, scheme), largest = max(changes.items(), key=lambda item: abs(item[1].difference))
+    return (f"{label} is lower in {lower}, higher in {higher}, not separated in {len(changes) - lower - higher} "
+            f"of {len(changes)} (test, embedding) cases (unpaired 95% intervals over tasks); largest change "
+            f"{test} {scheme.upper()}: {largest.text()}")
 
 
 def family_summary(matrices: dict, samples: dict) -> pd.DataFrame:
@@ -503,8 +517,8 @@ def length_finding(final, points, train_n: int, steps: int, samples: dict) -> Fi
     Returns
     -------
     Finding
-        For the claim ``length_generalization``; the report adds the factor by
-        which the final OH/BN ratios vary across ``n``.
+        For the claim ``length_generalization``; the report adds, where the training ``n`` is
+        one of ``points``, how the other lengths move OH's and BN's ratios (:func:`_change_line`).
 
     Examples
     --------
@@ -512,25 +526,26 @@ def length_finding(final, points, train_n: int, steps: int, samples: dict) -> Fi
     >>> final = pd.DataFrame({"oh": [0.8, 0.9], "bn": [1.2, 0.6]}, index=["n=16", "n=64"])
     >>> noise = 0.02 * np.random.default_rng(0).standard_normal((2, 64))
     >>> samples = {(row, s): final.loc[row, s] + noise for row in final.index for s in ("oh", "bn")}
-    >>> finding = length_finding(final, [16, 64], 32, 20, samples)
+    >>> finding = length_finding(final, [16, 64], 16, 20, samples)
     >>> finding.value, finding.verdict
-    ('OH/BN below Lloyd in 3 of 4 (n, embedding) cases on 95% intervals (3 below, 1 above, 0 inconclusive), n = 16 to 64 for training n = 32', 'partly')
+    ('OH/BN below Lloyd in 3 of 4 (n, embedding) cases on 95% intervals (3 below, 1 above, 0 inconclusive), n = 16 to 64 for training n = 16', 'partly')
     >>> print(finding.report.splitlines()[-1])
-    Across n, the final ratio of OH/BN varies by a factor 2.00 (1 = the same at every n).
+    Relative to the training length (n=16), OH/BN's final ratio is lower in 1, higher in 1, not separated in 0 of 2 (test, embedding) cases (unpaired 95% intervals over tasks); largest change n=64 BN: -0.600 [-0.608, -0.592] (95% CI; margin 0)
     """
     points = list(points)
     if len(points) != len(final):
         raise ValueError(f"points has {len(points)} entries for {len(final)} rows of final")
     cells = cell_verdicts({(test, scheme): samples[(test, scheme)] for test in final.index for scheme in _OH_BN})
     beat = sum(v == "reproduced" for v in cells.values())
-    spread = float(final[_OH_BN].max().max() / final[_OH_BN].min().min())
     outcome = combine(cells.values())
     lines = [
         f"OH/BN below Lloyd after {steps} steps in {beat} of {len(cells)} (n, embedding) cases on 95% intervals "
         f"({_tally(cells.values())}); paper: all -> {outcome}",
-        f"Across n, the final ratio of OH/BN varies by a factor {spread:.2f} "
-        f"(1 = the same at every n).",
     ]
+    if train_n in points:  # how the other lengths move the ratio from the training length
+        reference = final.index[points.index(train_n)]
+        lines.append(_change_line(samples, [row for row in final.index if row != reference], reference,
+                                  f"Relative to the training length ({reference}), OH/BN's final ratio"))
     value = (f"OH/BN below Lloyd in {beat} of {len(cells)} (n, embedding) cases on 95% intervals "
              f"({_tally(cells.values())}), n = {points[0]} to {points[-1]} for training n = {train_n}")
     return Finding(value, outcome, check="OH and BN below Lloyd at every number of points, each 95% interval over "
