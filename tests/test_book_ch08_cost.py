@@ -154,7 +154,15 @@ def test_kernel_memory_lines_say_yes_no_or_inconclusive():
     overlapping = fused.copy()
     overlapping.loc[0, ["peak_min_mb", "peak_max_mb"]] = [36.0, 36.35]
     assert ": inconclusive (" in kernel_memory_lines(direct, overlapping).splitlines()[0]
-    with pytest.raises(ValueError, match="one row of scheme 'bn' at k = 6"):
+    with pytest.raises(ValueError, match="fused must hold one row of scheme 'bn' at k = 6"):
         kernel_memory_lines(direct, fused[fused.scheme == "oh"])
     with pytest.raises(ValueError, match="direct"):
         kernel_memory_lines(direct.drop(columns="peak_max_mb"), fused)
+    with pytest.raises(ValueError, match="fused must hold measured peaks"):
+        kernel_memory_lines(direct, fused.assign(peak_min_mb=float("nan")))
+    with pytest.raises(ValueError, match="names"):
+        kernel_memory_lines(direct, fused, names=("sdpa",))
+    # a k measured with one kernel only is left out of the second line
+    extra = pd.concat([fused, _peaks({(400, "oh"): (90.0, 91.0), (400, "bn"): (30.0, 31.0)})], ignore_index=True)
+    larger = kernel_memory_lines(direct, extra).splitlines()[1]
+    assert "k=6: " in larger and "k=100: " in larger and "k=400" not in larger

@@ -180,6 +180,8 @@ def test_length_finding():
     assert "lower in 0, higher in 0, not separated in 4 of 4" in length_finding(final, [8, 16, 32], 16, 6,
                                                                                  same).report
     assert "Relative to the training length" not in length_finding(final, [8, 16, 32], 12, 6, samples).report
+    only = length_finding(final.loc[["n=16"]], [16], 16, 6, {k: v for k, v in samples.items() if k[0] == "n=16"})
+    assert "Relative to the training length" not in only.report  # nothing to compare with
     halved = {key: value * 0.5 for key, value in samples.items()}
     assert length_finding(final[["oh", "bn"]] * 0.5, [8, 16, 32], 16, 6, halved).verdict == "reproduced"
     with pytest.raises(ValueError, match="points"):

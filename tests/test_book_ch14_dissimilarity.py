@@ -240,3 +240,6 @@ def test_transfer_finding_needs_significance():
     assert emd_transfer_finding(corr).verdict == "not reproduced"  # one against, one undecided
     with pytest.raises(ValueError, match="correlation"):
         emd_transfer_finding(corr.drop(columns="p_value"))
+    # a NaN correlation (a constant or undefined penalty) has p_lower 0 from its comparisons: neither side
+    corr["spearman_rho"], corr["p_value"], corr["p_lower"] = [float("nan"), 0.5], [0.0, 0.3], [0.0, 0.7]
+    assert emd_transfer_finding(corr).verdict == "inconclusive"

@@ -220,17 +220,24 @@ def kernel_memory_lines(direct: pd.DataFrame, fused: pd.DataFrame, names=("direc
     sdpa lowers the peak of both schemes at the smallest k = 6, where the weights dominate: yes (OH 10.0-10.5 MB vs 36.3-36.4 MB; BN 9.9-10.3 MB vs 36.1-36.2 MB)
     sdpa makes BN's relative memory reduction larger at every k: inconclusive (k=6: -3.0% to 5.2% vs 0.3% to 0.8%; k=100: 49.7% to 50.3% vs 32.5% to 34.4%)
     """
-    for name, table in (("direct", direct), ("fused", fused)):
+    tables = {"direct": direct, "fused": fused}
+    for name, table in tables.items():
         check_table(table, name, ["k", "scheme", "peak_min_mb", "peak_max_mb"])
+        if not (table[["peak_min_mb", "peak_max_mb"]] > 0).all().all():  # also refuses NaN: not measured
+            raise ValueError(f"{name} must hold measured peaks (positive MB), got {table.peak_min_mb.min()!r} "
+                             f"to {table.peak_max_mb.max()!r}")
+    if len(names) != 2:
+        raise ValueError(f"names must be the two kernels' names, got {names!r}")
     k0 = min(direct.k)
 
-    def peaks(table, scheme):
+    def peaks(name, scheme):
+        table = tables[name]
         row = table[(table.k == k0) & (table.scheme == scheme)]
         if len(row) != 1:
-            raise ValueError(f"the tables must hold one row of scheme {scheme!r} at k = {k0}, got {len(row)}")
+            raise ValueError(f"{name} must hold one row of scheme {scheme!r} at k = {k0}, got {len(row)}")
         return float(row.peak_min_mb.iloc[0]), float(row.peak_max_mb.iloc[0])
 
-    lower = [range_ahead(peaks(fused, s), peaks(direct, s), 0.0) for s in ("oh", "bn")]  # fused below direct
+    lower = [range_ahead(peaks("fused", s), peaks("direct", s), 0.0) for s in ("oh", "bn")]  # fused below direct
     # BN's reduction in percent over every pair of measurements, low and high ends per k
     reductions = {"direct": 100 * (1 - 1 / speedup_range(direct, "peak")),
                   "fused": 100 * (1 - 1 / speedup_range(fused, "peak"))}
@@ -242,8 +249,8 @@ def kernel_memory_lines(direct: pd.DataFrame, fused: pd.DataFrame, names=("direc
             return "no"
         return "yes" if all(v == "reproduced" for v in verdicts) else "inconclusive"
 
-    mb = [f"{s.upper()} {peaks(fused, s)[0]:.1f}-{peaks(fused, s)[1]:.1f} MB vs {peaks(direct, s)[0]:.1f}-"
-          f"{peaks(direct, s)[1]:.1f} MB" for s in ("oh", "bn")]
+    mb = [f"{s.upper()} {peaks('fused', s)[0]:.1f}-{peaks('fused', s)[1]:.1f} MB vs {peaks('direct', s)[0]:.1f}-"
+          f"{peaks('direct', s)[1]:.1f} MB" for s in ("oh", "bn")]
     spans = [f"k={k}: " + " vs ".join(f"{reductions[name].loc[k, 'low']:.1f}% to {reductions[name].loc[k, 'high']:.1f}%"
                                        for name in ("fused", "direct")) for k in ks]
     return (f"{names[1]} lowers the peak of both schemes at the smallest k = {k0}, where the weights dominate: "

@@ -254,7 +254,8 @@ def shift_finding(final, steps: int, samples: dict, shifts=SHIFTS) -> Finding:
         ``T``, for the text.
     samples : dict
         ``(shift, scheme)`` -> per-task ratios to Lloyd after ``steps`` steps ``(S, B)`` for
-        ``scheme`` in ``oh``, ``bn`` (:func:`~kmtrf_core.book.heldout.task_ratios`).
+        ``scheme`` in ``oh``, ``bn`` and every shift and ``"no shift"`` (the reference of the
+        report's changes) (:func:`~kmtrf_core.book.heldout.task_ratios`).
     shifts : sequence of str
         The shifted tests (default :data:`~kmtrf_core.tasks.SHIFTS`).
 
@@ -307,8 +308,11 @@ def shift_finding(final, steps: int, samples: dict, shifts=SHIFTS) -> Finding:
 def _change_line(samples: dict, tests, reference: str, label: str) -> str:
     """How OH's and BN's final ratios move from the ``reference`` test to each of ``tests``, in one line.
 
-    Each (test, embedding) case is the unpaired 95% interval of the difference of mean ratios (the
-    tests are drawn apart); a case is lower or higher only when the interval excludes 0."""
+    Each (test, embedding) case is the unpaired 95% interval of the difference of the ratio's
+    statistic (the median over seeds of the mean over tasks; the tests are drawn apart); a case is
+    lower or higher only when the interval excludes 0."""
+    if not tests:
+        raise ValueError(f"tests must name at least one test besides {reference!r}")
     changes = {(test, scheme): compare(samples[(test, scheme)], samples[(reference, scheme)], paired=False)
                for test in tests for scheme in _OH_BN}
     lower = sum(c.verdict == "reproduced" for c in changes.values())
@@ -542,7 +546,7 @@ def length_finding(final, points, train_n: int, steps: int, samples: dict) -> Fi
         f"OH/BN below Lloyd after {steps} steps in {beat} of {len(cells)} (n, embedding) cases on 95% intervals "
         f"({_tally(cells.values())}); paper: all -> {outcome}",
     ]
-    if train_n in points:  # how the other lengths move the ratio from the training length
+    if train_n in points and len(points) > 1:  # how the other lengths move the ratio from the training length
         reference = final.index[points.index(train_n)]
         lines.append(_change_line(samples, [row for row in final.index if row != reference], reference,
                                   f"Relative to the training length ({reference}), OH/BN's final ratio"))

@@ -281,7 +281,7 @@ def distance_quantiles(samples, labels, quantiles=(0.1, 0.5, 0.9),
                          for family in families}, index=names).T
 
 
-def lowest_distances(samples, labels, families=FAMILIES) -> tuple[str, str]:
+def lowest_distances(samples, labels, families=FAMILIES) -> tuple[str | None, str]:
     """Does one family's tasks have the lowest squared distances? On 95% intervals over tasks (chapter 14).
 
     Each task is read by the median of its point-to-center squared distances; the family whose mean
@@ -438,7 +438,8 @@ def emd_transfer_finding(correlation) -> Finding:
     positive = int((rho > 0).sum())
     aligned = (rho > 0) & (correlation.p_value < 0.05)
     # without the lower tail (a table from before it was kept) no embedding can fail, only stay undecided
-    against = (correlation.p_lower < 0.05) if "p_lower" in correlation else pd.Series(False, index=rho.index)
+    # (a NaN rho, from a constant or undefined penalty, is neither: every comparison with it is False)
+    against = ((rho < 0) & (correlation.p_lower < 0.05)) if "p_lower" in correlation else pd.Series(False, index=rho.index)
     significant, negative = int(aligned.sum()), int(against.sum())
     outcome = combine("reproduced" if yes else "not reproduced" if no else "inconclusive"
                       for yes, no in zip(aligned, against))

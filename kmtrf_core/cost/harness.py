@@ -391,8 +391,8 @@ def measure_model(
         starts a worker process, about two seconds).
     memory_repeats : int
         How many times that peak is measured, each on a fresh step: ``peak_mb`` is their median,
-        ``peaks_mb`` all of them (on a CPU the resident set moves by a few tenths of a MiB from one
-        measurement to the next, which is the size of BN's saving at small ``k``).
+        ``peaks_mb`` all of them. On a CPU the resident set moves a little from one measurement to
+        the next, and BN's saving at small ``k`` is small too; chapter 8 reads the range.
 
     Returns
     -------

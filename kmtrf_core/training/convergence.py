@@ -45,9 +45,9 @@ SMOOTHING = 3
 """Validations averaged at each step of the curve."""
 
 PATIENCE = 2000
-"""Steps without improvement (beyond the tolerance) before a run may stop. It need not outlast the plateau
-(at lr 0.01 some seeds stay on it for thousands of steps; chapter 9 measures how long): the rule also needs
-the median over seeds below one Lloyd step, so a run whose median is on the plateau trains on."""
+"""Steps without improvement (beyond the tolerance) before a run may stop. It need not outlast a plateau
+(chapter 9 measures how long they last): the rule also needs the median over seeds below one Lloyd step,
+so a run whose median is on the plateau trains on."""
 
 STOP_RULE = (
     "stop once the median over seeds of the relative validation loss (Eq. 20), averaged over "
