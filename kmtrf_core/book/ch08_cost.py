@@ -188,7 +188,12 @@ def ranges_above(ranges: pd.DataFrame, threshold: float = 1.0):
     (True, 'inconclusive', False)
     """
     check_table(ranges, "ranges", ["low", "high"])  # (refuses an empty table too)
-    answers = [range_above(low, high, threshold) for low, high in zip(ranges.low, ranges.high)]
+    return _every(range_above(low, high, threshold) for low, high in zip(ranges.low, ranges.high))
+
+
+def _every(answers):
+    """``True`` when every answer is ``True``, ``False`` when one is ``False``, else ``"inconclusive"``."""
+    answers = list(answers)
     return False if False in answers else True if all(a is True for a in answers) else "inconclusive"
 
 
@@ -237,20 +242,21 @@ def kernel_memory_lines(direct: pd.DataFrame, fused: pd.DataFrame, names=("direc
             raise ValueError(f"{name} must hold one row of scheme {scheme!r} at k = {k0}, got {len(row)}")
         return float(row.peak_min_mb.iloc[0]), float(row.peak_max_mb.iloc[0])
 
-    lower = [range_ahead(peaks("fused", s), peaks("direct", s), 0.0) for s in ("oh", "bn")]  # fused below direct
+    at_k0 = {(name, s): peaks(name, s) for name in tables for s in ("oh", "bn")}
+    held = {"reproduced": True, "not reproduced": False}  # range_ahead's verdicts as range_above's answers
+    lower = [held.get(range_ahead(at_k0[("fused", s)], at_k0[("direct", s)], 0.0), "inconclusive")
+             for s in ("oh", "bn")]  # every fused measurement below every direct one
     # BN's reduction in percent over every pair of measurements, low and high ends per k
-    reductions = {"direct": 100 * (1 - 1 / speedup_range(direct, "peak")),
-                  "fused": 100 * (1 - 1 / speedup_range(fused, "peak"))}
+    reductions = {name: 100 * (1 - 1 / speedup_range(table, "peak")) for name, table in tables.items()}
     ks = reductions["direct"].index.intersection(reductions["fused"].index)
-    larger = [range_ahead(tuple(reductions["direct"].loc[k]), tuple(reductions["fused"].loc[k]), 0.0) for k in ks]
+    larger = [held.get(range_ahead(tuple(reductions["direct"].loc[k]), tuple(reductions["fused"].loc[k]), 0.0),
+                       "inconclusive") for k in ks]
 
-    def answer(verdicts):  # every case yes; one case the other way round: no
-        if "not reproduced" in verdicts:
-            return "no"
-        return "yes" if all(v == "reproduced" for v in verdicts) else "inconclusive"
+    def answer(cases):  # every case yes; one case the other way round: no
+        return {True: "yes", False: "no"}.get(_every(cases), "inconclusive")
 
-    mb = [f"{s.upper()} {peaks('fused', s)[0]:.1f}-{peaks('fused', s)[1]:.1f} MB vs {peaks('direct', s)[0]:.1f}-"
-          f"{peaks('direct', s)[1]:.1f} MB" for s in ("oh", "bn")]
+    mb = [f"{s.upper()} {at_k0[('fused', s)][0]:.1f}-{at_k0[('fused', s)][1]:.1f} MB vs "
+          f"{at_k0[('direct', s)][0]:.1f}-{at_k0[('direct', s)][1]:.1f} MB" for s in ("oh", "bn")]
     spans = [f"k={k}: " + " vs ".join(f"{reductions[name].loc[k, 'low']:.1f}% to {reductions[name].loc[k, 'high']:.1f}%"
                                        for name in ("fused", "direct")) for k in ks]
     return (f"{names[1]} lowers the peak of both schemes at the smallest k = {k0}, where the weights dominate: "
