@@ -45,7 +45,12 @@ def parse_args(argv=None):
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     parser.add_argument("--csv", default=None, help="also write the raw per-configuration rows to this CSV file")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for flag, value, least in (("--repeats", args.repeats, 1), ("--warmup", args.warmup, 0),
+                               ("--memory-repeats", args.memory_repeats, 1)):
+        if value < least:  # a one-line usage error, not a traceback from the harness
+            parser.error(f"{flag} must be >= {least}, got {value}")
+    return args
 
 
 def fmt_pair(a, b, ratio, unit_fmt="{:.1f}", ratio_fmt="[{:.2f}x]"):
