@@ -1,9 +1,11 @@
 """Intervals and margins for comparative verdicts (kmtrf_core.book.uncertainty)."""
 
+import math
+
 import numpy as np
 import pytest
 
-from kmtrf_core.book.uncertainty import (bootstrap_interval, combine, compare, draws_interval, range_ahead,
+from kmtrf_core.book.uncertainty import (Comparison, bootstrap_interval, combine, compare, draws_interval, range_ahead,
                                          range_text)
 
 
@@ -108,3 +110,11 @@ def test_draws_interval_is_the_central_percentile_interval():
     for level in (0.0, 1.0, float("nan")):
         with pytest.raises(ValueError, match="level"):
             draws_interval(draws, level=level)
+
+
+def test_comparison_text_keeps_huge_differences_short():
+    small = Comparison(-0.031, -0.045, -0.018, 0.01, "reproduced").text()
+    assert small == "-0.031 [-0.045, -0.018] (95% CI; margin 0.01)"
+    huge = Comparison(3416902263908453.0, 76453157812843.9, 8.1e15, 0.01, "not reproduced").text()
+    assert huge == "+3.417e+15 [+7.645e+13, +8.100e+15] (95% CI; margin 0.01)" and len(huge) < 60
+    assert Comparison(math.inf, 1.0, math.inf, 0.0, "not reproduced").text().startswith("+inf [+1.000, +inf]")

@@ -146,6 +146,8 @@ class Comparison(NamedTuple):
 
     >>> Comparison(-0.031, -0.045, -0.018, 0.01, "reproduced").text()
     '-0.031 [-0.045, -0.018] (95% CI; margin 0.01)'
+    >>> Comparison(3.4e15, 7.6e13, 8.1e15, 0.01, "not reproduced").text()  # a diverging layer: 3 significant digits
+    '+3.400e+15 [+7.600e+13, +8.100e+15] (95% CI; margin 0.01)'
     """
 
     difference: float
@@ -156,8 +158,10 @@ class Comparison(NamedTuple):
 
     def text(self, unit: str = "") -> str:
         """``"-0.031 [-0.045, -0.018] (95% CI; margin 0.01)"``."""
-        return (f"{self.difference:+.3f}{unit} [{self.low:+.3f}, {self.high:+.3f}] "
-                f"({INTERVAL_LEVEL:.0%} CI; margin {self.margin:g})")
+        ends = (self.difference, self.low, self.high)
+        form = "+.3f" if all(abs(x) < 1e4 or math.isinf(x) for x in ends) else "+.3e"
+        difference, low, high = (format(x, form) for x in ends)
+        return f"{difference}{unit} [{low}, {high}] ({INTERVAL_LEVEL:.0%} CI; margin {self.margin:g})"
 
 
 def _unpaired(a: np.ndarray, b: np.ndarray, **options) -> tuple:
