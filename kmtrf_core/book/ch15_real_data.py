@@ -315,7 +315,8 @@ def start_ratios(comparisons, method: str, step: int) -> dict:
     -------
     dict
         Data set -> float64 array ``(members, starts)``, in the order of the members and the starts
-        (paired across methods: the same starts; members of different layers share an index, not a seed).
+        (paired across methods: the same starts; members pair by index, which is the training seed for
+        two layers of one catalog group, since a group's runs share their seeds).
 
     >>> from kmtrf_core.model import ClusterTransformer
     >>> out = compare_methods(load_dataset("iris"), {"c": ClusterTransformer.from_lloyd(4, 3)}, 3, 2)
@@ -406,8 +407,10 @@ def realdata_findings(comparisons, random_comparisons, finals: pd.DataFrame, ste
     broad_last = start_ratios(kinds["k-means++"], BROAD, steps)
     recipes = {name: compare(broad_last[name], plain_last[name], margin) for name in plain_last}
     recipe_outcome = combine(c.verdict for c in recipes.values())
+    seeds = {name: f"{len(v)} training seed{'s' * (len(v) != 1)}" for name, v in plain_last.items()}
     recipe_lines = [f"{name}: {BROAD} {_median_mean(broad_last[name]):.3f} vs plain {_median_mean(plain_last[name]):.3f} "
-                    f"after step {steps} ({c.text()}) -> {c.verdict}" for name, c in recipes.items()]
+                    f"after step {steps} (each the median over {seeds[name]}); paired by seed, the median "
+                    f"difference {c.text()} -> {c.verdict}" for name, c in recipes.items()]
     return {
         "estimator_equals_kmeans": Finding(
             f"{int(equal.sum())} of {len(equal)} data sets: same labels and centers (1e-10) as KMeans from all "
