@@ -74,7 +74,7 @@ CLAIMS: dict[str, Claim] = {
 
     "smoothing_bound": Claim(
         "The regularized-min weights stay within the bound of Proposition H.1 of the hard assignment.",
-        "Proposition H.1, Eq. 9", "06_smoothing", trained=False),
+        "Proposition H.1, Eqs. 30-31", "06_smoothing", trained=False),
 
     "lipschitz_bound": Claim(
         "The Lipschitz bound of Theorem 3.1 holds above measured constants, and OH's constant is below BN's "
