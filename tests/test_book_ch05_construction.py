@@ -11,6 +11,7 @@ from kmtrf_core import ClusterTransformer, lloyd, sample_tasks
 from kmtrf_core.book.ch05_construction import (
     exactness_finding,
     layerwise_lloyd_errors,
+    mean_log_error,
     relative_center_error,
     smallest_error,
 )
@@ -82,3 +83,33 @@ def test_smallest_error_needs_the_interval():
         smallest_error({"oh": base, "bn": base[:10]}, [1, 10, 100])
     with pytest.raises(ValueError, match="finite and non-negative"):
         smallest_error({"oh": base, "bn": -base}, [1, 10, 100])
+
+
+def test_mean_log_error_is_what_smallest_error_ranks():
+    # OH is tiny on 60% of the tasks and large on the rest, BN moderate everywhere: OH has the
+    # smaller median but the larger mean log10 error, and the verdict follows the mean
+    split = {"oh": np.where(np.arange(40) < 24, 1e-6, 1e-1)[:, None], "bn": np.full((40, 1), 1e-5)}
+    table = mean_log_error(split, [1.0])
+    assert table.columns.tolist() == ["OH", "BN"] and table.index.tolist() == [1.0]
+    assert table.loc[1.0, "OH"] == pytest.approx(0.6 * -6 + 0.4 * -1)
+    assert table.loc[1.0, "BN"] == pytest.approx(-5.0)
+    assert np.median(split["oh"]) < np.median(split["bn"])
+    assert smallest_error(split, [1.0]).tolist() == [table.loc[1.0].idxmin()]
+    # exact zeros are floored, as in smallest_error
+    exact = {"oh": np.zeros((3, 2)), "bn": np.full((3, 2), 1e-12)}
+    assert mean_log_error(exact, [1, 2], floor=1e-20).to_numpy().tolist() == [[-20.0, -12.0], [-20.0, -12.0]]
+    assert mean_log_error(exact, [1, 2]).loc[2, "OH"] == pytest.approx(-17.0)
+    # torch tensors are read like arrays
+    assert mean_log_error({"bn": torch.full((4, 1), 1e-3, dtype=torch.float64)}, [5.0]).loc[5.0, "BN"] == pytest.approx(-3.0)
+    with pytest.raises(ValueError, match="at least one scheme"):
+        mean_log_error({}, [1.0])
+    with pytest.raises(ValueError, match="floor"):
+        mean_log_error(split, [1.0], floor=0.0)
+    with pytest.raises(ValueError, match="floor"):
+        smallest_error(split, [1.0], floor=-1.0)
+    with pytest.raises(ValueError, match=r"errors\['oh'\] must be \(tasks >= 2, 2 gammas\)"):
+        mean_log_error(split, [1.0, 2.0])
+    with pytest.raises(ValueError, match="same tasks"):
+        mean_log_error({"oh": split["oh"], "bn": split["bn"][:10]}, [1.0])
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        mean_log_error({"oh": -split["oh"]}, [1.0])

@@ -7,7 +7,8 @@ The construction is the paper room's (:meth:`~kmtrf_core.model.ClusterTransforme
   error against Lloyd, layer by layer;
 * :func:`exactness_finding`: the verdict of the claim ``construction_exact``;
 * :func:`smallest_error`: at each finite ``gamma``, which scheme's constructed layer is closest
-  to Lloyd, on paired 95% intervals over tasks.
+  to Lloyd, on paired 95% intervals over tasks;
+* :func:`mean_log_error`: the statistic :func:`smallest_error` ranks and tests, to show beside it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..validation import check_int, check_points_centers, check_table, check_ten
 from .claims import Finding, verdict
 from .uncertainty import compare
 
-__all__ = ["exactness_finding", "layerwise_lloyd_errors", "relative_center_error", "smallest_error"]
+__all__ = ["exactness_finding", "layerwise_lloyd_errors", "mean_log_error", "relative_center_error", "smallest_error"]
 
 
 def relative_center_error(centers: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
@@ -172,6 +173,59 @@ def smallest_error(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
     gammas = list(gammas)
     if len(errors) < 2:
         raise ValueError(f"errors must hold at least two schemes, got {list(errors)}")
+    logs = _log_errors(errors, gammas, floor)
+    out = {}
+    for i, gamma in enumerate(gammas):
+        # rank by the statistic the interval tests (the mean over tasks), then keep every scheme it does not separate
+        ranked = sorted(logs, key=lambda scheme: float(logs[scheme][:, i].mean()))
+        first = ranked[0]
+        ties = [scheme for scheme in ranked[1:] if compare(logs[first][:, i], logs[scheme][:, i]).verdict != "reproduced"]
+        out[gamma] = " ~ ".join(scheme.upper() for scheme in [first, *ties])
+    return pd.Series(out, name="closest to Lloyd")
+
+
+def mean_log_error(errors: dict, gammas, floor: float = 1e-17) -> pd.DataFrame:
+    """Per ``gamma`` and scheme: the mean over tasks of the log10 relative error against Lloyd.
+
+    This is the statistic :func:`smallest_error` ranks the schemes by and whose paired
+    differences it tests, so a table of it can stand beside that verdict (a table of medians
+    can order the schemes otherwise).
+
+    Parameters
+    ----------
+    errors : dict
+        Scheme -> relative errors against Lloyd, ``(tasks, len(gammas))``, the same tasks for
+        every scheme.
+    gammas : sequence of float
+        The columns' ``gamma`` values.
+    floor : float
+        The smallest error taken (an exact 0 becomes ``floor``), as in :func:`smallest_error`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``gamma``, one column per scheme (upper case).
+
+    Examples
+    --------
+    >>> errors = {"oh": np.array([[1e-2, 0.0], [1e-4, 0.0]]), "bn": np.array([[1e-3, 1e-16], [1e-3, 1e-16]])}
+    >>> table = mean_log_error(errors, [10.0, 1e5])
+    >>> table.columns.tolist(), table.index.tolist()
+    (['OH', 'BN'], [10.0, 100000.0])
+    >>> table.round(6).to_numpy().tolist()    # exact zeros count as 1e-17
+    [[-3.0, -3.0], [-17.0, -16.0]]
+    """
+    logs = _log_errors(errors, list(gammas), floor)
+    return pd.DataFrame({scheme.upper(): values.mean(axis=0) for scheme, values in logs.items()},
+                        index=pd.Index(list(gammas), name="gamma"))
+
+
+def _log_errors(errors: dict, gammas: list, floor: float) -> dict:
+    """Check ``errors`` (scheme -> ``(tasks, len(gammas))``, the same tasks) and take log10, floored."""
+    if not errors:
+        raise ValueError("errors must hold at least one scheme, got none")
+    if not (np.isfinite(floor) and floor > 0):
+        raise ValueError(f"floor must be a positive finite number, got {floor!r}")
     logs = {}
     for scheme, values in errors.items():
         values = np.asarray(values.cpu() if isinstance(values, torch.Tensor) else values, dtype=float)
@@ -183,11 +237,4 @@ def smallest_error(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
     shapes = {values.shape for values in logs.values()}
     if len(shapes) != 1:
         raise ValueError(f"errors must hold the same tasks for every scheme, got shapes {sorted(shapes)}")
-    out = {}
-    for i, gamma in enumerate(gammas):
-        # rank by the statistic the interval tests (the mean over tasks), then keep every scheme it does not separate
-        ranked = sorted(logs, key=lambda scheme: float(logs[scheme][:, i].mean()))
-        first = ranked[0]
-        ties = [scheme for scheme in ranked[1:] if compare(logs[first][:, i], logs[scheme][:, i]).verdict != "reproduced"]
-        out[gamma] = " ~ ".join(scheme.upper() for scheme in [first, *ties])
-    return pd.Series(out, name="closest to Lloyd")
+    return logs
