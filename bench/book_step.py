@@ -90,6 +90,10 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating measurements per checkout and shape")
     parser.add_argument("--quick", action="store_true", help="3 shapes, 20 steps, 1 round: a smoke run")
     args = parser.parse_args(argv)
+    for flag, value, least in (("--shapes", args.shapes, 1), ("--steps", args.steps, 1), ("--warm", args.warm, 0),
+                               ("--rounds", args.rounds, 1)):
+        if value < least:  # a one-line usage error, not a traceback from the timings
+            parser.error(f"{flag} must be >= {least}, got {value}")
     if args.quick:
         args.shapes, args.steps, args.rounds, args.warm = 3, 20, 1, 2
     here = Path(__file__).resolve().parent.parent

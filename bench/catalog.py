@@ -37,12 +37,14 @@ def serial(configs, folder, threads):
     return time.perf_counter() - start, models
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--group", default="ablation_tau")
     parser.add_argument("--profile", default="book")
     parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.workers < 1:  # a one-line usage error, not a traceback from the cluster
+        parser.error(f"--workers must be >= 1, got {args.workers}")
     configs = book_catalog(args.profile)[args.group].configs()
     default_threads = torch.get_num_threads()
     print(f"group {args.group!r} at profile {args.profile!r}: {len(configs)} runs, "

@@ -2,9 +2,10 @@
 
 Issue 25, part 4. ``make models KMTRF_PROFILE=paper`` trains 276 runs (most of them 10 seeds x 10 000
 steps); that is hours even on a GPU, too long for a lent session. This script groups the runs by what
-sets a step's cost (n, d, k, codes, loss, unroll, number of seeds, batch, attention kernel, family),
-times the shapes that hold the most steps first, eager and as one CUDA graph (``bench/gpu_step.py``'s
-``ms_per_step``), plus one validation of each, until ``--budget-s`` is spent. Every run's time is then
+sets a step's cost (n, d, k, codes, loss, unroll, number of seeds, batch, attention kernel, family, and
+whether gamma or tau is annealed: :func:`shape_of`), times the shapes that hold the most steps first,
+eager and as one CUDA graph (``bench/gpu_step.py``'s ``ms_per_step``), plus one validation of each,
+until ``--budget-s`` is spent. Every run's time is then
 ``steps x step_ms + validations x validation_ms`` with its own shape's numbers where measured, and
 otherwise those of the measured shape nearest in (n, seeds, d + k); the script says how much of the
 catalog's steps were measured and how much extrapolated. Runs that stop early by the flatness rule
@@ -85,6 +86,10 @@ def main(argv=None) -> None:
     parser.add_argument("--share", type=int, nargs="*", default=[2, 4], help="processes sharing the device")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (n 32, d <= 4, 2 seeds), for a CPU")
     args = parser.parse_args(argv)
+    for flag, value, least in (("--budget-s", args.budget_s, 0), ("--steps", args.steps, 1),
+                               *(("--share", processes, 1) for processes in args.share)):
+        if not value >= least:  # a one-line usage error, not a traceback from the timings or the pricing
+            parser.error(f"{flag} must be >= {least}, got {value}")
     device = resolve_device(args.device)
     configs = book_catalog(args.profile).configs()
     if args.quick:

@@ -129,9 +129,17 @@ def main(argv=None) -> None:
     parser.add_argument("--big", type=int, default=1_000_000)
     parser.add_argument("--chunk", type=int, default=16384, help="TransformerKMeans's chunk_size (and the seeding's)")
     parser.add_argument("--device", default="cpu", help="where TransformerKMeans runs (KMeans: all CPU cores)")
-    parser.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
+    parser.add_argument("--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for flag, value, least in (("--n", args.n, 1), ("--d", args.d, 1), ("--k", args.k, 1), ("--iters", args.iters, 1),
+                               ("--repeats", args.repeats, 1), ("--big", args.big, 1), ("--chunk", args.chunk, 1)):
+        if value < least:  # a one-line usage error, not a traceback from the fits or the medians
+            parser.error(f"{flag} must be >= {least}, got {value}")
+    if args.part != "memory" and not args.child and args.k > args.n:  # the child fits --big points, not --n
+        parser.error(f"--k must be at most --n ({args.n}), got {args.k}")
+    if args.part in ("memory", "all") and args.k > args.big:
+        parser.error(f"--k must be at most --big ({args.big}), got {args.k}")
     if args.child:
         _peak_child(args.big, args.d, args.k, 5, args.chunk)
         return

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The prepared run for a session that is lent a GPU (about 15 minutes of device time, start-up
 # included): the CUDA checks and the GPU measurements of issues 25 and 26, in one call of the device
-# tool, each step under its own time limit (at most about 9 minutes in all, typically 6) so that one slow step cannot eat
-# the others. Most important first.
+# tool, each step under its own time limit so that one slow step cannot eat the others (at most about
+# 9.5 minutes in all: the steps' limits add to 555 s, after the wheel install and the machine report).
+# Most important first.
 #
-# The device's image has torch, numpy, scipy, pandas, scikit-learn, matplotlib, numba, tqdm and pytest
-# (../.library/device/KINDS.md), not entmax (the authors' code needs it) or POT and Dask (not needed
-# here). Prepare here, once per session (both folders are ignored by git):
+# The lent machine's image (a CUDA build of PyTorch; no network, so nothing can be installed there
+# from a registry) has torch, numpy, scipy, pandas, scikit-learn, matplotlib, numba, tqdm and pytest,
+# not entmax (the authors' code needs it) or POT and Dask (not needed here). Prepare here, once per
+# session (both folders are ignored by git):
 #     .venv/bin/pip download --only-binary=:all: --no-deps -d bench/wheels entmax==1.3
 #     git clone https://github.com/rithram/kmeans-trf bench/out/authors     # or the fetched mirror
 # then call the device tool with command "bash bench/gpu_session.sh" and carry

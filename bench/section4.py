@@ -84,11 +84,13 @@ def bench_multistep(args):
           f"loop over seeds {t_loop:.2f} s -> {t_loop / t_ens:.1f}x")
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.repeats < 1:  # a one-line usage error, not a traceback from the timings
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
     if args.quick:
         args.n, args.d, args.k, args.tasks, args.grid, args.m, args.T, args.repeats = 32, 4, 4, 8, 5, 2, 3, 1
     else:

@@ -50,6 +50,8 @@ def parse_args(argv=None):
                                ("--memory-repeats", args.memory_repeats, 1)):
         if value < least:  # a one-line usage error, not a traceback from the harness
             parser.error(f"{flag} must be >= {least}, got {value}")
+    if args.threads is not None and args.threads < 1:  # torch.set_num_threads(0) raises a RuntimeError
+        parser.error(f"--threads must be >= 1, got {args.threads}")
     return args
 
 

@@ -1,6 +1,6 @@
 """Benchmark of one training step (Algorithm 1) and its memory, for the training issue's targets.
 
-Three tables:
+Four tables:
 
 1. step time at the paper's setting (n=512, d=32, k=10, B=32), OH and BN, with
    the SDPA and the direct attention kernels: median / min / max ms per step
@@ -65,11 +65,13 @@ def phases(n, d, k, scheme, impl, repeats):
     return {key: statistics.median(v) for key, v in acc.items()}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     parser.add_argument("--steps", type=int, default=40, help="timed training steps per configuration")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.steps < 2:  # the first step is dropped; a one-line usage error, not a traceback from the medians
+        parser.error(f"--steps must be >= 2, got {args.steps}")
     steps = 6 if args.quick else args.steps
     n0, d0, k0 = (64, 8, 4) if args.quick else (512, 32, 10)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device cpu")

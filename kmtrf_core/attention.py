@@ -21,10 +21,12 @@ task, as one autograd node whose backward is laid out for the CPU's BLAS
 the three by the size of the weights: on the CPU the node up to
 :data:`EXPLICIT_MAX_WEIGHTS` weights (about twice as fast as the fused kernel
 for the points' self-attention at the book's sizes), the fused kernel beyond
-and on a GPU. Under every ``impl``, attentions with few weights per task or
-fewer than 16 keys form their weights through autograd on the CPU, where
-that is the fastest (their memory is still linear in the queries). The
-values agree to rounding whichever kernel runs.
+and on a GPU. On the CPU, where it is the fastest for them, autograd forms
+the weights of attentions with fewer than :data:`EXPLICIT_MIN_WEIGHTS`
+weights per task under every ``impl``, and of attentions on fewer than 16
+keys under ``"sdpa"`` and ``"auto"`` (``"direct"`` gives those the node from
+:data:`EXPLICIT_MIN_WEIGHTS` weights per task on); their memory is still
+linear in the queries. The values agree to rounding whichever kernel runs.
 
 ``gamma = math.inf`` is the exact limit, computed separately: every query
 puts weight ``1/|S_i|`` on the set ``S_i`` of keys at the exact minimum
@@ -54,8 +56,9 @@ EXPLICIT_MIN_WEIGHTS = 2048
 each other) form their explicit weights through autograd under every ``impl``: there neither the fused
 kernel nor :func:`~kmtrf_core.explicit_attention.explicit_attention` gains (10 centers on 64 points, 32
 tasks, forward and backward, one thread: 0.39 ms through autograd, 0.41 as one node, 0.37 fused in one run
-of ``bench/attention_kernels.py``, 0.36 / 0.51 / 0.50 with the projections in a scratch timing). So do attentions on fewer than 16 keys (the points on the centers),
-where PyTorch's fused kernel pays per short row (:mod:`kmtrf_core.softmax`)."""
+of ``bench/attention_kernels.py``, 0.36 / 0.51 / 0.50 with the projections in a scratch timing). Under
+``"sdpa"`` and ``"auto"`` so do attentions on fewer than 16 keys (the points on the centers), where
+PyTorch's fused kernel pays per short row (:mod:`kmtrf_core.softmax`); ``"direct"`` gives those the node."""
 
 EXPLICIT_MAX_WEIGHTS = 1 << 22
 """On the CPU, ``impl="auto"`` runs attentions of up to this many weights over all tasks and ensemble

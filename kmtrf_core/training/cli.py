@@ -2,8 +2,11 @@
 
 One option per :class:`~kmtrf_core.training.TrainConfig` field, generated from
 the dataclass (``--val-tasks`` for ``val_tasks``; the help text, the choices
-and the default come from the field), plus ``--out``, ``--checkpoint-every``
-and ``--resume``.
+and the default come from the field), plus ``--out``, ``--checkpoint-every``,
+``--resume`` and ``--graph`` (on CUDA, the training step replayed as one
+captured CUDA graph, :mod:`kmtrf_core.training.graphs`; on a CPU, or for a
+config no graph can hold, the command ends with status 2 and one line saying
+why).
 """
 
 from __future__ import annotations
@@ -26,6 +29,17 @@ PROG = "python -m kmtrf_core.training"
 SEED_MAX = 2**63 - 1
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's ``(default: X)`` after each option's help, but for a default of ``None``, whose help says
+    itself what leaving the option out does (``--device``, ``--gamma-end``, ...) or else gets "off if omitted"."""
+
+    def _get_help_string(self, action):
+        if action.default is not None:
+            return super()._get_help_string(action)
+        text = action.help or ""
+        return text if "default" in text or "omitted" in text else f"{text} (off if omitted)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser: the config's fields, then the run's output options.
 
@@ -36,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Train the clustering transformer layer (Algorithm 1 of Park et al.) on sampled tasks.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     defaults = TrainConfig()
     for spec in dataclasses.fields(TrainConfig):
@@ -113,11 +127,13 @@ def main(argv=None) -> int:
     ``python -m kmtrf_core.training --help`` lists the options: one per
     :class:`~kmtrf_core.training.config.TrainConfig` field (``--val-tasks``
     for ``val_tasks``, ...), and ``--out``, ``--checkpoint-every``,
-    ``--resume``. A folder ``--out`` that cannot be written, a
-    ``--checkpoint-every`` below 1, or a ``--resume`` without a readable
-    checkpoint there (missing, truncated, damaged, or for another config),
-    ends the program before training with status 2 and one line saying what
-    to do.
+    ``--resume``, ``--graph``. A folder ``--out`` that cannot be written, a
+    ``--checkpoint-every`` below 1, a ``--resume`` without a readable
+    checkpoint there (missing, truncated, damaged, or for another config), or
+    a ``--graph`` that no CUDA graph can serve (on a CPU; for an annealed
+    gamma or tau, or a mixture of task families: the line says which) ends
+    the program before training with status 2 and one line saying what to
+    do.
 
     Parameters
     ----------
