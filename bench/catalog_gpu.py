@@ -139,7 +139,9 @@ def main(argv=None) -> None:
           flush=True)
 
     largest = runs[order[0]][0]
-    alone = ms_per_step(largest, graph_obstacle(largest, device) is None, 10, args.steps)
+    # alone as the sharers run: one spawned process, one torch thread (this process's threads and its
+    # imports made the CPU smoke run's "alone" 20x slower than a sharer, a throughput that meant nothing)
+    alone = shared(largest, 1, args.steps)[0]
     for processes in args.share:
         times = shared(largest, processes, args.steps)
         throughput = sum(alone / t for t in times)
