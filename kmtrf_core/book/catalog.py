@@ -145,7 +145,7 @@ def _training_groups(sizes) -> list:
     groups = [
         RunGroup("figure2a", base, {"tau": sizes.fig2a_taus, **SIX_CURVES}, "9",
                  "Figure 2(a): tau, six curves; weights kept at every validation (the plateau study)"),
-        # the seeds of Figure 2(a): the two speed claims of figure2_claims compare their range
+        # the seeds of Figure 2(b): the speed claim of figure2_claims compares their ranges
         RunGroup("figure2b", dataclasses.replace(plain, tau=sizes.fig2b_tau),
                  {"d": sizes.fig2b_ds, **SIX_CURVES}, "9", "Figure 2(b): the dimension, six curves"),
         probe_group("training_probe", dataclasses.replace(plain, tau=0.1, omega="l2", scheme="bn"), "9",
