@@ -41,8 +41,11 @@ from kmtrf_core.training.loop import validation_tasks
 
 def shape_of(config) -> tuple:
     family = config.family if isinstance(config.family, str) else "mixture"
+    # off the CPU "auto" runs the fused kernel, as "sdpa" does (kmtrf_core.attention): one shape, timed once
+    on_cpu = config.device is None or str(config.device).startswith("cpu")
+    impl = "sdpa" if config.impl == "auto" and not on_cpu else config.impl
     return (config.n, config.d, config.k, config.scheme, config.omega, config.unroll, len(config.seeds),
-            config.batch, config.impl, family, config.gamma_end is not None or config.tau_end is not None)
+            config.batch, impl, family, config.gamma_end is not None or config.tau_end is not None)
 
 
 def validation_ms(config, device) -> float:
