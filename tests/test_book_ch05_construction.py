@@ -9,6 +9,7 @@ import torch
 
 from kmtrf_core import ClusterTransformer, lloyd, sample_tasks
 from kmtrf_core.book.ch05_construction import (
+    closest_gap,
     exactness_finding,
     layerwise_lloyd_errors,
     mean_log_error,
@@ -113,3 +114,19 @@ def test_mean_log_error_is_what_smallest_error_ranks():
         mean_log_error({"oh": split["oh"], "bn": split["bn"][:10]}, [1.0])
     with pytest.raises(ValueError, match="finite and non-negative"):
         mean_log_error({"oh": -split["oh"]}, [1.0])
+
+
+def test_closest_gap_is_the_interval_behind_smallest_error():
+    rng = np.random.default_rng(1)
+    base = rng.random((64, 2)) * 1e-3
+    errors = {"oh": base * np.array([10.0, 1.0]), "bn": base.copy(), "sc": base * 1e3}
+    errors["bn"][:, 1] *= np.exp(0.01 * rng.standard_normal(64))
+    gaps = closest_gap(errors, [1.0, 100.0])
+    names = smallest_error(errors, [1.0, 100.0])
+    assert names[1.0] == "BN" and gaps[1.0].startswith("BN - OH: -1.000 [-1.000, -1.000]")  # a lead: BN alone
+    # inside the noise: the interval reaches 0, and the runner-up is named beside the first
+    first, rest = gaps[100.0].split(": ")
+    low, high = (float(x) for x in rest.split("[")[1].split("]")[0].split(", "))
+    assert low < 0 < high and names[100.0] == " ~ ".join(first.split(" - "))
+    with pytest.raises(ValueError, match="at least two schemes"):
+        closest_gap({"oh": errors["oh"]}, [1.0, 100.0])

@@ -8,7 +8,8 @@ The construction is the paper room's (:meth:`~kmtrf_core.model.ClusterTransforme
 * :func:`exactness_finding`: the verdict of the claim ``construction_exact``;
 * :func:`smallest_error`: at each finite ``gamma``, which scheme's constructed layer is closest
   to Lloyd, on paired 95% intervals over tasks;
-* :func:`mean_log_error`: the statistic :func:`smallest_error` ranks and tests, to show beside it.
+* :func:`mean_log_error`: the statistic :func:`smallest_error` ranks and tests, to show beside it;
+  :func:`closest_gap`: the interval of the closest scheme's lead over the next.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from ..validation import check_int, check_points_centers, check_table, check_ten
 from .claims import Finding, verdict
 from .uncertainty import compare
 
-__all__ = ["exactness_finding", "layerwise_lloyd_errors", "mean_log_error", "relative_center_error", "smallest_error"]
+__all__ = ["closest_gap", "exactness_finding", "layerwise_lloyd_errors", "mean_log_error", "relative_center_error",
+           "smallest_error"]
 
 
 def relative_center_error(centers: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
@@ -176,12 +178,49 @@ def smallest_error(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
     logs = _log_errors(errors, gammas, floor)
     out = {}
     for i, gamma in enumerate(gammas):
-        # rank by the statistic the interval tests (the mean over tasks), then keep every scheme it does not separate
-        ranked = sorted(logs, key=lambda scheme: float(logs[scheme][:, i].mean()))
+        ranked = _ranked(logs, i)  # then keep every scheme the first does not separate from itself
         first = ranked[0]
         ties = [scheme for scheme in ranked[1:] if compare(logs[first][:, i], logs[scheme][:, i]).verdict != "reproduced"]
         out[gamma] = " ~ ".join(scheme.upper() for scheme in [first, *ties])
     return pd.Series(out, name="closest to Lloyd")
+
+
+def closest_gap(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
+    """Per ``gamma``: the interval behind :func:`smallest_error`'s first name, against the runner-up.
+
+    The paired difference of the mean log10 error over tasks, the closest scheme minus the next
+    closest (:func:`~kmtrf_core.book.uncertainty.compare`): an interval below 0 is the lead that
+    names the first scheme alone; one reaching 0 is why the runner-up is named beside it.
+
+    Parameters
+    ----------
+    errors, gammas, floor
+        As for :func:`smallest_error`.
+
+    Returns
+    -------
+    pandas.Series
+        Indexed by ``gamma``: ``"BN - OH: -1.000 [-1.000, -1.000] (95% CI; margin 0)"``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> base = rng.random((64, 2)) * 1e-3
+    >>> errors = {"oh": base * np.array([10.0, 1.0]), "bn": base * np.array([1.0, 1.0])}
+    >>> errors["bn"][:, 1] *= np.exp(0.01 * rng.standard_normal(64))
+    >>> closest_gap(errors, [1.0, 100.0]).tolist()[0]    # BN is 10 times closer, task by task
+    'BN - OH: -1.000 [-1.000, -1.000] (95% CI; margin 0)'
+    """
+    gammas = list(gammas)
+    if len(errors) < 2:
+        raise ValueError(f"errors must hold at least two schemes, got {list(errors)}")
+    logs = _log_errors(errors, gammas, floor)
+    out = {}
+    for i, gamma in enumerate(gammas):
+        first, second = _ranked(logs, i)[:2]
+        gap = compare(logs[first][:, i], logs[second][:, i])
+        out[gamma] = f"{first.upper()} - {second.upper()}: {gap.text()}"
+    return pd.Series(out, name="closest - next, log10")
 
 
 def mean_log_error(errors: dict, gammas, floor: float = 1e-17) -> pd.DataFrame:
@@ -218,6 +257,11 @@ def mean_log_error(errors: dict, gammas, floor: float = 1e-17) -> pd.DataFrame:
     logs = _log_errors(errors, list(gammas), floor)
     return pd.DataFrame({scheme.upper(): values.mean(axis=0) for scheme, values in logs.items()},
                         index=pd.Index(list(gammas), name="gamma"))
+
+
+def _ranked(logs: dict, column: int) -> list:
+    """The schemes by the statistic the intervals test at one ``gamma``: the mean log10 error over tasks."""
+    return sorted(logs, key=lambda scheme: float(logs[scheme][:, column].mean()))
 
 
 def _log_errors(errors: dict, gammas: list, floor: float) -> dict:
