@@ -1,6 +1,7 @@
 """Chapter 12's readings of a loss surface (Fig. 3): local_minima, surface_shape, origin_scaled_correlation."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
@@ -8,8 +9,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from kmtrf_core import ClusterTransformer, sample_tasks
-from kmtrf_core.book.ch12_landscapes import local_minima, origin_scaled_correlation, surface_shape
+from kmtrf_core.book.ch12_landscapes import layer_table, local_minima, origin_scaled_correlation, surface_shape
+from kmtrf_core.book.groups import RunGroup
 from kmtrf_core.landscape import Landscape, loss_surface
+from kmtrf_core.training import TrainConfig
 
 
 def _local_minima_loop(Z):
@@ -161,3 +164,47 @@ def test_the_landscape_verdict_on_the_interval_of_the_factors():
     assert found.verdict == "partly" and "interval" in found.value  # unimodal holds, the factor cannot tell
     reversed_ = {4: apart[32], 32: apart[4]}
     assert landscape_finding(shape, compare, reversed_).verdict == "partly"
+
+
+def _layer_runs(curves):
+    config = TrainConfig(d=2, k=3, n=16, steps=5000, until_flat=0.02, patience=200, val_every=100)
+    group = RunGroup("demo", config, {"d": [2], "scheme": ["oh", "bn"]}, "12", "a test")
+    runs = {}
+    for scheme, values in curves.items():
+        history = pd.DataFrame({"step": np.repeat(np.arange(len(values[0])) * 100, len(values)),
+                                "seed": np.tile(np.arange(len(values)), len(values[0])),
+                                "val_relative_loss": np.ravel(np.transpose(values))})
+        runs[(2, scheme)] = {"model": ClusterTransformer(2, 3, scheme), "history": history}
+    return group, runs
+
+
+def test_layer_table_shows_the_value_the_stop_rule_read():
+    # OH: stopped by the rule with its last validation above 1; BN: on the plateau to the cap
+    flat = [1.7, 0.95, 0.97, 0.96, 0.97, 0.98, 0.98, 1.001]
+    group, runs = _layer_runs({"oh": [flat], "bn": [[1.7] * 51]})
+    table = layer_table(group, runs)
+    assert table.columns.tolist() == ["d", "scheme", "d_emb", "parameters", "steps", "stopped",
+                                      "final_val_relative", "stop_val_relative"]
+    oh, bn = table.iloc[0], table.iloc[1]
+    assert (oh.scheme, oh.steps, oh.stopped) == ("OH", 700, "beat Lloyd, flat")
+    assert oh.final_val_relative == pytest.approx(1.001) and oh.final_val_relative >= 1
+    assert oh.stop_val_relative == pytest.approx(round((0.98 + 0.98 + 1.001) / 3, 3)) and oh.stop_val_relative < 1
+    assert (bn.stopped, bn.steps, bn.final_val_relative, bn.stop_val_relative) == ("cap", 5000, 1.7, 1.7)
+    assert (oh.d_emb, oh.parameters) == (runs[(2, "oh")]["model"].d_emb, runs[(2, "oh")]["model"].num_parameters())
+
+
+def test_layer_table_reads_the_median_over_seeds():
+    group, runs = _layer_runs({"bn": [[1.7, 1.2, 0.9], [1.9, 1.4, 1.1], [1.5, 1.0, 0.7]]})
+    row = layer_table(group, {(2, "bn"): runs[(2, "bn")]}).iloc[0]
+    assert row.final_val_relative == pytest.approx(0.9)  # median of 0.9, 1.1, 0.7
+    assert row.stop_val_relative == pytest.approx(round((1.7 + 1.2 + 0.9) / 3, 3))
+
+
+def test_layer_table_rejects_bad_runs():
+    group, runs = _layer_runs({"oh": [[1.7, 1.2]]})
+    with pytest.raises(ValueError, match="runs"):
+        layer_table(group, {})
+    with pytest.raises(ValueError, match="runs"):
+        layer_table(group, {(2, "oh"): {"model": runs[(2, "oh")]["model"]}})
+    with pytest.raises(ValueError, match="runs"):
+        layer_table(group, {"oh": runs[(2, "oh")]})

@@ -113,6 +113,8 @@ def test_gap_finding_thresholds(cauchy, expected):
     assert finding.verdict == expected
     assert finding.value.startswith("largest gap on the plane: normal 0.5, cauchy ")
     assert f"cauchy {cauchy / 10:.3g}." in finding.report
+    assert "measured factor " in finding.report and "(one value, no interval;" in finding.report
+    assert "Cauchy's gap is an order of magnitude larger" not in finding.report
 
 
 def test_smoothing_margins_match_their_definitions():
@@ -219,3 +221,9 @@ def test_gap_finding_on_the_interval_of_the_factor(cauchy, expected):
     finding = gap_finding({"normal": _landscape(0.5), "cauchy": _landscape(cauchy)}, samples)
     assert finding.verdict == expected
     assert "(95% CI over tasks)" in finding.value and finding.uncertainty.startswith("factor ")
+    assert finding.value.count("factor") == 1  # the factor once, with its interval
+    # the last line sets the paper's claim beside the measured interval, not as a finding of its own
+    last = finding.report.splitlines()[-1]
+    assert last.startswith("Paper: cauchy's gap an order of magnitude larger (a factor of 10 or more, Figure 5); "
+                           f"measured {finding.uncertainty}; ")
+    assert last.endswith(f" -> {expected}")

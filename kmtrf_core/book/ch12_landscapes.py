@@ -8,7 +8,8 @@ catalog's (group ``landscape``). This module reads the surfaces:
   on its grid, and how sharply it rises from the trained weights;
 * :func:`origin_scaled_correlation`: how alike two surfaces' shapes are;
 * :func:`sharpness_factor_draws`: the OH/BN sharpness factor, bootstrapped over the tasks;
-* :func:`landscape_finding`: the verdict of the claim ``landscape_unimodal``.
+* :func:`landscape_finding`: the verdict of the claim ``landscape_unimodal``;
+* :func:`layer_table`: the trained layers, with how each run ended and the value the stop rule read.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import numpy as np
 import pandas as pd
 
 from ..landscape import Landscape
+from ..training.convergence import smoothed, validation_curve
 from ..validation import check_int, check_table
 from .claims import Finding, verdict
 from .uncertainty import INTERVAL_LEVEL, RESAMPLES, combine, draws_interval
 
-__all__ = ["landscape_finding", "local_minima", "origin_scaled_correlation", "sharpness_factor_draws",
+__all__ = ["landscape_finding", "layer_table", "local_minima", "origin_scaled_correlation", "sharpness_factor_draws",
            "surface_shape"]
 
 
@@ -257,3 +259,59 @@ def landscape_finding(shape: pd.DataFrame, compare: pd.DataFrame, draws: dict | 
                    check="one local minimum on every grid; a smaller OH/BN sharpness factor at the larger d"
                          + (", the 95% interval of the difference over tasks below 0" if draws is not None else ""),
                    report=report, uncertainty=interval.strip(" ()") or None)
+
+
+def layer_table(group, runs: dict) -> pd.DataFrame:
+    """The chapter's trained layers, one row each: size, how the run ended, and its validation values.
+
+    The stop rule (:data:`~kmtrf_core.training.convergence.STOP_RULE`) reads the validation curve
+    averaged over the last :data:`~kmtrf_core.training.convergence.SMOOTHING` validations, not its
+    last value. So the table gives both: ``final_val_relative``, the curve's last value (the median
+    over seeds of the relative validation loss, Eq. 20), and ``stop_val_relative``, the average the
+    rule compared with 1 at that step. A run stopped by the rule ("beat Lloyd, flat") has
+    ``stop_val_relative`` below 1 even where its last validation is not.
+
+    Parameters
+    ----------
+    group : RunGroup
+        The catalog group the runs belong to (:class:`~kmtrf_core.book.groups.RunGroup`); its
+        :meth:`~kmtrf_core.book.groups.RunGroup.report` says why each run stopped.
+    runs : dict
+        ``(d, scheme)`` -> the run as a mapping with ``"model"`` and ``"history"``
+        (``group.run(d=d, scheme=scheme)._asdict()``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``d``, ``scheme`` (upper case), ``d_emb``, ``parameters``, ``steps``,
+        ``stopped``, ``final_val_relative``, ``stop_val_relative``.
+
+    Examples
+    --------
+    >>> from kmtrf_core import ClusterTransformer
+    >>> from kmtrf_core.book.groups import RunGroup
+    >>> from kmtrf_core.training import TrainConfig
+    >>> config = TrainConfig(d=2, k=3, n=16, steps=5000, until_flat=0.02, patience=200, val_every=100)
+    >>> group = RunGroup("demo", config, {"d": [2], "scheme": ["bn"]}, "12", "a test")
+    >>> history = pd.DataFrame({"step": np.arange(0, 701, 100), "seed": 0,
+    ...                         "val_relative_loss": [1.7, 0.95, 0.97, 0.96, 0.97, 0.98, 0.98, 1.001]})
+    >>> table = layer_table(group, {(2, "bn"): {"model": ClusterTransformer(2, 3), "history": history}})
+    >>> table.iloc[0].to_dict()  # doctest: +NORMALIZE_WHITESPACE
+    {'d': 2, 'scheme': 'BN', 'd_emb': 4, 'parameters': 192, 'steps': 700, 'stopped': 'beat Lloyd, flat',
+     'final_val_relative': 1.001, 'stop_val_relative': 0.987}
+    """
+    if not isinstance(runs, dict) or not runs:
+        raise ValueError(f"runs must be a non-empty dict (d, scheme) -> run, got {type(runs).__name__}")
+    rows = []
+    for key, run in runs.items():
+        if not (isinstance(key, tuple) and len(key) == 2) or not {"model", "history"} <= set(run):
+            raise ValueError(f"runs must map (d, scheme) to a run with 'model' and 'history', got {key!r}")
+        d, scheme = key
+        history = run["history"].assign(d=d, scheme=scheme)
+        ended = group.report(history).iloc[0]
+        curve = validation_curve(history).to_numpy()
+        rows.append(dict(d=d, scheme=scheme.upper(), d_emb=run["model"].d_emb,
+                         parameters=run["model"].num_parameters(), steps=int(ended.steps),
+                         stopped=ended.stopped, final_val_relative=round(float(ended.final), 3),
+                         stop_val_relative=round(float(smoothed(curve)[-1]), 3)))
+    return pd.DataFrame(rows)

@@ -3,16 +3,19 @@
 The trimmed loss is the paper room's (:func:`~kmtrf_core.objectives.smoothed_kmeans_loss`
 with ``trim=``); the layers are the catalog's (group ``openq_cauchy``: the
 paper's loss and the trimmed one, each with OH and BN). :func:`trim_findings`
-turns their held-out ratios into the verdicts of ``trim_cauchy`` and ``trim_transfer``.
+turns their held-out ratios into the verdicts of ``trim_cauchy`` and ``trim_transfer``;
+:func:`trim_against_paper` sets each trimmed layer against the same embedding trained
+with the paper's loss, on paired intervals.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .claims import below_finding
+from .claims import MARGIN, below_finding
+from .uncertainty import compare, point_value
 
-__all__ = ["trim_findings"]
+__all__ = ["trim_against_paper", "trim_findings"]
 
 
 def trim_findings(samples: dict, labels) -> tuple[dict, dict]:
@@ -54,3 +57,65 @@ def trim_findings(samples: dict, labels) -> tuple[dict, dict]:
         paper_loss[claim_id] = {label: round(float(np.median(samples[(label, family)][1].mean(axis=-1))), 3)
                                 for label in labels if label.startswith("0:")}
     return findings, paper_loss
+
+
+def trim_against_paper(samples: dict, labels, margin: float = MARGIN) -> tuple[dict, str]:
+    """Is each trimmed layer better or worse than the same embedding trained with the paper's loss?
+
+    Per test (``"cauchy"``, ``"normal"``) and per trimmed layer ``"<trim>:<scheme>"`` (each must
+    have its partner ``"0:<scheme>"``), the ratio after one step of the trimmed layer minus the partner's,
+    paired (the same held-out tasks and starts, seeds in the same order), decided on its 95%
+    interval (:func:`~kmtrf_core.book.uncertainty.compare`): ``"lower"`` when the interval lies
+    below ``-margin``, ``"higher"`` when it lies above ``+margin``, else ``"not separated"`` (the interval
+    reaches inside the margin: the noise or a difference too small to count).
+
+    Parameters
+    ----------
+    samples : dict
+        As in :func:`trim_findings`.
+    labels : sequence of str
+        As in :func:`trim_findings`.
+    margin : float
+        How far apart, in units of one Lloyd step, the two must be to count.
+
+    Returns
+    -------
+    outcomes : dict
+        ``(test, trimmed label)`` -> ``"lower"``, ``"higher"`` or ``"not separated"``.
+    text : str
+        One line: each pair's two values, the interval of the difference and its outcome, then the
+        count of each outcome.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> levels = {("0:bn", "cauchy"): 0.8, ("0:bn", "normal"): 1.2, ("0.1:bn", "cauchy"): 1.2,
+    ...           ("0.1:bn", "normal"): 1.21}
+    >>> samples = {key: level + 0.05 * rng.standard_normal((2, 1, 64)) for key, level in levels.items()}
+    >>> outcomes, text = trim_against_paper(samples, ["0:bn", "0.1:bn"])
+    >>> outcomes
+    {('cauchy', '0.1:bn'): 'higher', ('normal', '0.1:bn'): 'not separated'}
+    >>> print(text)  # doctest: +NORMALIZE_WHITESPACE
+    cauchy, 0.1:bn 1.200 vs 0:bn 0.803: +0.397 [+0.382, +0.414] (95% CI; margin 0.01), higher;
+    normal, 0.1:bn 1.205 vs 0:bn 1.198: +0.006 [-0.010, +0.023] (95% CI; margin 0.01), not separated;
+    the trimmed layer lower in 0 of 2, higher in 1, not separated in 1
+    """
+    labels = list(labels)
+    if not all(isinstance(label, str) and ":" in label for label in labels):
+        raise ValueError(f"labels must be '<trim>:<scheme>', got {labels}")
+    pairs = [(label, "0:" + label.split(":", 1)[1]) for label in labels if not label.startswith("0:")]
+    if not pairs or any(paper not in labels for _, paper in pairs):
+        raise ValueError(f"labels must hold trimmed layers, each with its '0:<scheme>' partner, got {labels}")
+    outcomes, parts = {}, []
+    for test in ("cauchy", "normal"):
+        for trimmed, paper in pairs:
+            a, b = samples[(trimmed, test)][1], samples[(paper, test)][1]
+            c = compare(a, b, margin)
+            outcome = "lower" if c.verdict == "reproduced" else "higher" if c.low > margin else "not separated"
+            outcomes[(test, trimmed)] = outcome
+            parts.append(f"{test}, {trimmed} {point_value(a):.3f} vs {paper} {point_value(b):.3f}: "
+                         f"{c.text()}, {outcome}")
+    counts = [list(outcomes.values()).count(word) for word in ("lower", "higher", "not separated")]
+    parts.append(f"the trimmed layer lower in {counts[0]} of {len(outcomes)}, higher in {counts[1]}, "
+                 f"not separated in {counts[2]}")
+    return outcomes, "; ".join(parts)
