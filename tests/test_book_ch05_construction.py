@@ -124,9 +124,20 @@ def test_closest_gap_is_the_interval_behind_smallest_error():
     gaps = closest_gap(errors, [1.0, 100.0])
     names = smallest_error(errors, [1.0, 100.0])
     assert names[1.0] == "BN" and gaps[1.0].startswith("BN - OH: -1.000 [-1.000, -1.000]")  # a lead: BN alone
-    # inside the noise: the interval reaches 0, and the runner-up is named beside the first
-    first, rest = gaps[100.0].split(": ")
-    low, high = (float(x) for x in rest.split("[")[1].split("]")[0].split(", "))
-    assert low < 0 < high and names[100.0] == " ~ ".join(first.split(" - "))
+    assert "; BN - SC: -3.000 [" in gaps[1.0]  # every other scheme, nearest first
+    # each scheme whose interval reaches 0 is the one named beside the first, and only those
+    for gamma in (1.0, 100.0):
+        first = names[gamma].split(" ~ ")[0]
+        tied = []
+        for part in gaps[gamma].split("); "):
+            pair, rest = part.split(": ", 1)
+            low, high = (float(x) for x in rest.split("[")[1].split("]")[0].split(", "))
+            assert pair.startswith(f"{first} - ")
+            if high >= 0:
+                tied.append(pair.split(" - ")[1])
+        assert names[gamma] == " ~ ".join([first, *tied])
+    assert names[100.0] == "BN ~ OH"
     with pytest.raises(ValueError, match="at least two schemes"):
         closest_gap({"oh": errors["oh"]}, [1.0, 100.0])
+    with pytest.raises(ValueError, match="floor"):
+        closest_gap(errors, [1.0, 100.0], floor="tiny")

@@ -35,10 +35,11 @@ def test_trim_against_paper_pairs_each_trimmed_layer_with_its_embedding():
     outcomes, text = trim_against_paper(samples, labels)
     # the same noise on every layer: the paired difference is the difference of the levels, exactly
     assert outcomes == {("cauchy", "0.1:oh"): "higher", ("cauchy", "0.1:bn"): "lower",
-                        ("normal", "0.1:oh"): "not separated", ("normal", "0.1:bn"): "higher"}
-    assert text.startswith("cauchy, 0.1:oh 1.249 vs 0:oh 0.769: +0.480 [")  # OH against OH, not BN
+                        ("normal", "0.1:oh"): "within margin", ("normal", "0.1:bn"): "higher"}
+    assert text.startswith("cauchy, 0.1:oh 1.249 vs 0:oh 0.769 (medians over")  # OH against OH, not BN
+    assert "the difference paired by seed) +0.480 [" in text
     assert "(95% CI; margin 0.01), higher;" in text
-    assert text.endswith("the trimmed layer lower in 1 of 4, higher in 2, not separated in 1")
+    assert text.endswith("the trimmed layer lower in 1 of 4, higher in 2, within the margin in 1, inconclusive in 0")
 
 
 def test_trim_against_paper_decides_on_the_interval_not_the_point():
@@ -46,11 +47,15 @@ def test_trim_against_paper_decides_on_the_interval_not_the_point():
     noisy = {("0:bn", test): 1.0 + 0.3 * rng.standard_normal((2, 1, 32)) for test in ("cauchy", "normal")}
     noisy.update({("0.1:bn", test): 1.02 + 0.3 * rng.standard_normal((2, 1, 32)) for test in ("cauchy", "normal")})
     outcomes, _ = trim_against_paper(noisy, ["0:bn", "0.1:bn"])
-    assert set(outcomes.values()) == {"not separated"}  # 0.02 apart, noise 0.3 over 32 tasks
-    # a wider margin turns a clear but small difference into "not separated"
+    assert set(outcomes.values()) == {"inconclusive"}  # 0.02 apart, noise 0.3 over 32 tasks
+    # a wider margin turns a clear but small difference into "within margin"
     samples, labels = _samples({"0:bn": (1.0, 1.0), "0.1:bn": (1.05, 0.95)})
     assert trim_against_paper(samples, labels)[0] == {("cauchy", "0.1:bn"): "higher", ("normal", "0.1:bn"): "lower"}
-    assert set(trim_against_paper(samples, labels, margin=0.1)[0].values()) == {"not separated"}
+    assert set(trim_against_paper(samples, labels, margin=0.1)[0].values()) == {"within margin"}
+    # a trimmed layer that diverged on a task its partner handled is higher, as compare reads it
+    samples[("0.1:bn", "cauchy")] = samples[("0.1:bn", "cauchy")].copy()
+    samples[("0.1:bn", "cauchy")][1][..., 0] = np.inf
+    assert trim_against_paper(samples, labels, margin=0.1)[0][("cauchy", "0.1:bn")] == "higher"
 
 
 def test_trim_against_paper_needs_a_partner_and_labelled_layers():

@@ -9,7 +9,7 @@ The construction is the paper room's (:meth:`~kmtrf_core.model.ClusterTransforme
 * :func:`smallest_error`: at each finite ``gamma``, which scheme's constructed layer is closest
   to Lloyd, on paired 95% intervals over tasks;
 * :func:`mean_log_error`: the statistic :func:`smallest_error` ranks and tests, to show beside it;
-  :func:`closest_gap`: the interval of the closest scheme's lead over the next.
+  :func:`closest_gap`: the intervals of the closest scheme against each other.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 from ..evaluate import center_trajectory
 from ..lloyd import lloyd_trajectory
 from ..model import ClusterTransformer
-from ..validation import check_int, check_points_centers, check_table, check_tensor
+from ..validation import check_int, check_number, check_points_centers, check_table, check_tensor
 from .claims import Finding, verdict
 from .uncertainty import compare
 
@@ -184,11 +184,11 @@ def smallest_error(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
 
 
 def closest_gap(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
-    """Per ``gamma``: the interval behind :func:`smallest_error`'s first name, against the runner-up.
+    """Per ``gamma``: the intervals behind :func:`smallest_error`'s names, the closest against each other.
 
-    The paired difference of the mean log10 error over tasks, the closest scheme minus the next
-    closest (:func:`~kmtrf_core.book.uncertainty.compare`): an interval below 0 is the lead that
-    names the first scheme alone; one reaching 0 is why the runner-up is named beside it.
+    The paired difference of the mean log10 error over tasks, the closest scheme minus every other
+    scheme, nearest first (:func:`~kmtrf_core.book.uncertainty.compare`): a scheme whose interval
+    reaches 0 is named beside the first as a tie; one whose interval lies below 0 is not.
 
     Parameters
     ----------
@@ -198,22 +198,22 @@ def closest_gap(errors: dict, gammas, floor: float = 1e-17) -> pd.Series:
     Returns
     -------
     pandas.Series
-        Indexed by ``gamma``: ``"BN - OH: -1.000 [-1.000, -1.000] (95% CI; margin 0)"``.
+        Indexed by ``gamma``: ``"BN - OH: -1.000 [-1.000, -1.000] (95% CI; margin 0); BN - SC: ..."``.
 
     Examples
     --------
     >>> bn = np.random.default_rng(0).random((32, 1)) * 1e-3
-    >>> closest_gap({"oh": 10 * bn, "bn": bn}, [1.0])[1.0]    # BN is 10 times closer, task by task
-    'BN - OH: -1.000 [-1.000, -1.000] (95% CI; margin 0)'
+    >>> closest_gap({"oh": 10 * bn, "bn": bn, "sc": 100 * bn}, [1.0])[1.0]    # BN 10 and 100 times closer
+    'BN - OH: -1.000 [-1.000, -1.000] (95% CI; margin 0); BN - SC: -2.000 [-2.000, -2.000] (95% CI; margin 0)'
     """
     gammas = list(gammas)
     logs = _log_errors(errors, gammas, floor, least=2)
     out = {}
     for i, gamma in enumerate(gammas):
-        first, second = _ranked(logs, i)[:2]
-        gap = compare(logs[first][:, i], logs[second][:, i])
-        out[gamma] = f"{first.upper()} - {second.upper()}: {gap.text()}"
-    return pd.Series(out, name="closest - next, log10")
+        first, *others = _ranked(logs, i)
+        out[gamma] = "; ".join(f"{first.upper()} - {other.upper()}: "
+                               f"{compare(logs[first][:, i], logs[other][:, i]).text()}" for other in others)
+    return pd.Series(out, name="closest - each other, log10")
 
 
 def mean_log_error(errors: dict, gammas, floor: float = 1e-17) -> pd.DataFrame:
@@ -263,8 +263,7 @@ def _log_errors(errors: dict, gammas: list, floor: float, least: int = 1) -> dic
     if len(errors) < least:
         wanted = "one scheme" if least == 1 else "two schemes"
         raise ValueError(f"errors must hold at least {wanted}, got {list(errors) or 'none'}")
-    if not (np.isfinite(floor) and floor > 0):
-        raise ValueError(f"floor must be a positive finite number, got {floor!r}")
+    check_number(floor, "floor")  # a positive finite number
     logs = {}
     for scheme, values in errors.items():
         values = np.asarray(values.cpu() if isinstance(values, torch.Tensor) else values, dtype=float)

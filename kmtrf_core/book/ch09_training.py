@@ -293,7 +293,7 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
     >>> figure2_claims(samples, d_summary.groupby(level=[0, 1, 2]).median())
     Traceback (most recent call last):
     ...
-    ValueError: d_summary must have one row per seed (an index level 'seed'), got levels ['d', 'scheme', 'omega']: the speed rows compare the ranges over seeds, not medians
+    ValueError: d_summary must have one row per seed (an index level 'seed'), got levels ['d', 'scheme', 'omega']: the speed row compares the ranges over seeds, not medians
     """
     taus = list(dict.fromkeys(tau for tau, _, _ in samples)) if taus is None else list(taus)
     missing = [(tau, scheme, omega) for tau in taus for scheme in ("oh", "bn", "na") for omega in ("l2", "ne")
@@ -304,7 +304,7 @@ def figure2_claims(samples: dict, d_summary: pd.DataFrame, taus=None, margin: fl
     check_table(d_summary, "d_summary", ["steps_to_converge"])
     if "seed" not in d_summary.index.names:
         raise ValueError(f"d_summary must have one row per seed (an index level 'seed'), got levels "
-                         f"{list(d_summary.index.names)}: the speed rows compare the ranges over seeds, not medians")
+                         f"{list(d_summary.index.names)}: the speed row compares the ranges over seeds, not medians")
     small_tau, big_tau = min(taus), max(taus)
 
     def ratio(tau, scheme, omega):

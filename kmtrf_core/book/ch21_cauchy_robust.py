@@ -10,12 +10,16 @@ with the paper's loss, on paired intervals.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .claims import MARGIN, below_finding
 from .uncertainty import compare, point_value
 
 __all__ = ["trim_against_paper", "trim_findings"]
+
+_OUTCOMES = ("lower", "higher", "within margin", "inconclusive")
 
 
 def trim_findings(samples: dict, labels) -> tuple[dict, dict]:
@@ -66,8 +70,12 @@ def trim_against_paper(samples: dict, labels, margin: float = MARGIN) -> tuple[d
     have its partner ``"0:<scheme>"``), the ratio after one step of the trimmed layer minus the partner's,
     paired (the same held-out tasks and starts, seeds in the same order), decided on its 95%
     interval (:func:`~kmtrf_core.book.uncertainty.compare`): ``"lower"`` when the interval lies
-    below ``-margin``, ``"higher"`` when it lies above ``+margin``, else ``"not separated"`` (the interval
-    reaches inside the margin: the noise or a difference too small to count).
+    below ``-margin``, ``"higher"`` when it lies above ``+margin`` (or the trimmed layer diverged
+    on a task where its partner did not), ``"within margin"`` when it lies inside
+    ``[-margin, margin]`` (a difference too small to count, resolved), else ``"inconclusive"`` (the
+    interval reaches across ``-margin`` or ``+margin``: the noise). The two values printed are each
+    layer's median over its seeds; the difference is paired by seed, so its median need not be
+    theirs.
 
     Parameters
     ----------
@@ -81,7 +89,8 @@ def trim_against_paper(samples: dict, labels, margin: float = MARGIN) -> tuple[d
     Returns
     -------
     outcomes : dict
-        ``(test, trimmed label)`` -> ``"lower"``, ``"higher"`` or ``"not separated"``.
+        ``(test, trimmed label)`` -> ``"lower"``, ``"higher"``, ``"within margin"`` or
+        ``"inconclusive"``.
     text : str
         One line: each pair's two values, the interval of the difference and its outcome, then the
         count of each outcome.
@@ -94,11 +103,13 @@ def trim_against_paper(samples: dict, labels, margin: float = MARGIN) -> tuple[d
     >>> samples = {key: level + 0.05 * rng.standard_normal((2, 1, 64)) for key, level in levels.items()}
     >>> outcomes, text = trim_against_paper(samples, ["0:bn", "0.1:bn"])
     >>> outcomes
-    {('cauchy', '0.1:bn'): 'higher', ('normal', '0.1:bn'): 'not separated'}
+    {('cauchy', '0.1:bn'): 'higher', ('normal', '0.1:bn'): 'inconclusive'}
     >>> print(text)  # doctest: +NORMALIZE_WHITESPACE
-    cauchy, 0.1:bn 1.200 vs 0:bn 0.803: +0.397 [+0.382, +0.414] (95% CI; margin 0.01), higher;
-    normal, 0.1:bn 1.205 vs 0:bn 1.198: +0.006 [-0.010, +0.023] (95% CI; margin 0.01), not separated;
-    the trimmed layer lower in 0 of 2, higher in 1, not separated in 1
+    cauchy, 0.1:bn 1.200 vs 0:bn 0.803 (medians over 1 seed, the difference paired by seed)
+    +0.397 [+0.382, +0.414] (95% CI; margin 0.01), higher;
+    normal, 0.1:bn 1.205 vs 0:bn 1.198 (medians over 1 seed, the difference paired by seed)
+    +0.006 [-0.010, +0.023] (95% CI; margin 0.01), inconclusive;
+    the trimmed layer lower in 0 of 2, higher in 1, within the margin in 0, inconclusive in 1
     """
     labels = list(labels)
     if not all(isinstance(label, str) and ":" in label for label in labels):
@@ -111,11 +122,14 @@ def trim_against_paper(samples: dict, labels, margin: float = MARGIN) -> tuple[d
         for trimmed, paper in pairs:
             a, b = samples[(trimmed, test)][1], samples[(paper, test)][1]
             c = compare(a, b, margin)
-            outcome = "lower" if c.verdict == "reproduced" else "higher" if c.low > margin else "not separated"
+            outcome = ("lower" if c.verdict == "reproduced"
+                       else "higher" if c.low > margin or c.difference == math.inf
+                       else "within margin" if -margin <= c.low and c.high <= margin else "inconclusive")
             outcomes[(test, trimmed)] = outcome
-            parts.append(f"{test}, {trimmed} {point_value(a):.3f} vs {paper} {point_value(b):.3f}: "
-                         f"{c.text()}, {outcome}")
-    counts = [list(outcomes.values()).count(word) for word in ("lower", "higher", "not separated")]
+            seeds = f"{len(np.atleast_2d(a))} seed{'s' * (len(np.atleast_2d(a)) != 1)}"
+            parts.append(f"{test}, {trimmed} {point_value(a):.3f} vs {paper} {point_value(b):.3f} (medians over "
+                         f"{seeds}, the difference paired by seed) {c.text()}, {outcome}")
+    counts = [list(outcomes.values()).count(word) for word in _OUTCOMES]
     parts.append(f"the trimmed layer lower in {counts[0]} of {len(outcomes)}, higher in {counts[1]}, "
-                 f"not separated in {counts[2]}")
+                 f"within the margin in {counts[2]}, inconclusive in {counts[3]}")
     return outcomes, "; ".join(parts)
