@@ -81,9 +81,10 @@ def ms_per_step(checkout: Path, config, warm: int, steps: int) -> float:
 
 
 def main(argv=None) -> None:
+    from kmtrf_core.book.profiles import PROFILES  # this checkout's, as book_shapes imports its catalog
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--compare", type=Path, help="a checkout of another commit to time against this one")
-    parser.add_argument("--profile", default="book")
+    parser.add_argument("--profile", default="book", choices=sorted(PROFILES))
     parser.add_argument("--shapes", type=int, default=12, help="how many of the largest shapes to time")
     parser.add_argument("--steps", type=int, default=150, help="timed steps per measurement")
     parser.add_argument("--warm", type=int, default=10, help="untimed steps first")

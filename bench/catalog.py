@@ -26,6 +26,7 @@ import time
 import torch
 
 from kmtrf_core.book.catalog import book_catalog
+from kmtrf_core.book.profiles import PROFILES
 from kmtrf_core.training import train_cached
 from kmtrf_core.training.executor import train_many
 
@@ -40,12 +41,15 @@ def serial(configs, folder, threads):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--group", default="ablation_tau")
-    parser.add_argument("--profile", default="book")
+    parser.add_argument("--profile", default="book", choices=sorted(PROFILES))
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
     if args.workers < 1:  # a one-line usage error, not a traceback from the cluster
         parser.error(f"--workers must be >= 1, got {args.workers}")
-    configs = book_catalog(args.profile)[args.group].configs()
+    catalog = book_catalog(args.profile)
+    if args.group not in catalog.groups:
+        parser.error(f"--group must be one of the {args.profile} catalog's groups, got {args.group!r}")
+    configs = catalog[args.group].configs()
     default_threads = torch.get_num_threads()
     print(f"group {args.group!r} at profile {args.profile!r}: {len(configs)} runs, "
           f"{configs[0].steps} steps, {len(configs[0].seeds)} seeds; {os.cpu_count()} cores")

@@ -31,6 +31,7 @@ import torch
 from gpu_step import ms_per_step  # bench/ is the script's folder, so its sibling imports
 
 from kmtrf_core.book.catalog import book_catalog
+from kmtrf_core.book.profiles import PROFILES
 from kmtrf_core.device import resolve_device
 from kmtrf_core.evaluate import relative_loss
 from kmtrf_core.lloyd import kmeans_objective, lloyd
@@ -82,7 +83,7 @@ def shared(config, processes: int, steps: int) -> list:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--profile", default="paper")
+    parser.add_argument("--profile", default="paper", choices=sorted(PROFILES))
     parser.add_argument("--device", default=None, help="default: CUDA when present")
     parser.add_argument("--budget-s", type=float, default=60.0,
                         help="seconds to spend timing shapes (the largest is always timed)")

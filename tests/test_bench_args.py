@@ -51,6 +51,10 @@ CASES = [
     ("catalog_gpu", ["--budget-s", "-1"], "--budget-s must be >= 0, got -1.0"),
     ("book_step", ["--rounds", "0"], "--rounds must be >= 1, got 0"),
     ("catalog", ["--workers", "0"], "--workers must be >= 1, got 0"),
+    ("catalog", ["--group", "nope"], "--group must be one of the book catalog's groups, got 'nope'"),
+    ("catalog", ["--profile", "huge"], "argument --profile: invalid choice: 'huge'"),
+    ("catalog_gpu", ["--profile", "huge"], "argument --profile: invalid choice: 'huge'"),
+    ("book_step", ["--profile", "huge"], "argument --profile: invalid choice: 'huge'"),
     ("time_to_quality", ["--authors", ".", "--seeds", "1", "-2"], "--seeds must be >= 0, got -2"),
     ("time_to_quality", ["--authors", ".", "--cap", "0"], "--cap must be >= 1, got 0"),
 ]
