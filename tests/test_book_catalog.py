@@ -202,8 +202,13 @@ def test_part_three_reuses_the_runs_of_parts_one_and_two():
     new = {cached_path(c).name for name, g in catalog.groups.items() if name.startswith("openq")
            for c in g.configs()} - {cached_path(c).name for name, g in catalog.groups.items()
                                     if not name.startswith("openq") for c in g.configs()}
-    # gc, sc, 2 unrolled, 2 annealed, 1 block, 2 trimmed, the SC and the trimmed probes: Part III's own runs
-    assert len(new) == 11
+    # gc, sc, 2 unrolled, 2 annealed, 1 block, 2 trimmed, and the probes of SC, the trimmed, the unrolled and the
+    # block layers: Part III's own runs
+    assert len(new) == 13
+    unrolled = {c.unroll for c in catalog["openq_unroll"].configs()}
+    assert catalog["openq_unroll_probe"].base.unroll in unrolled and catalog["openq_unroll_probe"].probe
+    assert catalog["openq_ffn_probe"].base.steps == 2 * catalog["openq_ffn"].base.steps  # twice the block's own cap
+    assert catalog["openq_ffn_probe"].base.ffn == catalog["openq_ffn"].configs()[0].ffn > 0
 
 
 TRAINING = {"train", "train_cached", "sweep", "parallel_sweep", "train_many", "TrainConfig", "layer_for"}
@@ -267,8 +272,8 @@ def test_a_probe_report_reads_its_run(tmp_path, monkeypatch):
     group = probe_group("tiny_probe", dataclasses.replace(TINY, until_flat=0.02, seeds=(1, 2)), "9", "a test")
     assert group.base.steps == 4 and group.base.seeds == (1,)
     line = group.runs().probe_report()
-    assert line.startswith(f"tiny_probe (one seed, 4 steps; validation curve over {TINY.val_tasks} tasks, no "
-                           "interval): relative validation loss ") and "at step 2" in line
+    assert line.startswith(f"tiny_probe (a test; one seed, 4 steps; validation curve over {TINY.val_tasks} tasks, "
+                           "no interval): relative validation loss ") and "at step 2" in line  # names its layer
     assert line.endswith(("never below 1", "first below 1 at step 2", "first below 1 at step 4"))
     with pytest.raises(ValueError, match="not a probe"):
         RunGroup("g", TINY, {"scheme": ["oh"]}, "9", "test").runs().probe_report()

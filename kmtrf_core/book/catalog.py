@@ -117,14 +117,14 @@ def probe_group(name: str, config: TrainConfig, chapter: str, about: str, steps:
 
     >>> group = probe_group("demo_probe", TrainConfig(d=2, k=3, n=16, steps=500, seeds=(3, 4), until_flat=0.02),
     ...                     "9", "a test")
-    >>> group.probe, group.base.steps, group.base.seeds, group.base.until_flat
-    (True, 1000, (3,), None)
+    >>> group.probe, group.base.steps, group.base.seeds, group.base.until_flat, group.layer
+    (True, 1000, (3,), None, 'a test')
     """
     steps = 2 * config.steps if steps is None else steps
     base = dataclasses.replace(config, steps=steps, seeds=(config.seeds[0],), until_flat=None, min_steps=0,
                                snapshots=False)
     return RunGroup(name, base, {"steps": [steps]}, chapter, f"{about}, trained {steps} steps, one seed (the probe)",
-                    probe=True)
+                    probe=True, layer=about)
 
 
 def _figure2a_base(sizes) -> TrainConfig:
@@ -221,6 +221,9 @@ def _openq_groups(training, section4, openq) -> list:
     plain = dataclasses.replace(base, snapshots=False)
     bn = dataclasses.replace(base, scheme="bn")
     cauchy = _section4_base(section4, family="cauchy")
+    # a cap 1.5x the usual when runs stop on flatness: in one book build the curve with the block was still
+    # falling at the usual cap, so the stop rule, not the cap, should end the run (the fixed budget otherwise)
+    ffn_base = dataclasses.replace(bn, steps=bn.steps if bn.until_flat is None else bn.steps * 3 // 2)
     return [
         RunGroup("openq_codes", base, {"scheme": ["oh", "bn", "gc", "sc", "na"]}, "16",
                  "every token embedding at one setting: the paper's three, Gray-coded BN and scalar codes"),
@@ -230,15 +233,17 @@ def _openq_groups(training, section4, openq) -> list:
                  f"layers trained at k'={openq.wide_k}, used on smaller k with filler centers"),
         RunGroup("openq_unroll", bn, {"unroll": [openq.unroll], "unroll_loss": ["last", "sum"]}, "18",
                  f"BN layers trained for {openq.unroll}-step clustering (unrolled, re-embedded)"),
+        # the longer check behind unroll_training: the variant that was still falling at the cap in a book build
+        probe_group("openq_unroll_probe", dataclasses.replace(bn, unroll=openq.unroll, unroll_loss="sum"), "18",
+                    f"the BN layer trained for {openq.unroll}-step clustering (the loss summed over the steps)"),
         RunGroup("openq_anneal_gamma", bn, {"gamma_end": [openq.gamma_end]}, "18",
                  f"the BN layer with gamma annealed from 1 to {openq.gamma_end:g} during training"),
         RunGroup("openq_anneal_tau", bn, {"tau_end": [openq.tau_end]}, "18",
                  f"the BN layer with tau annealed from 0.1 to {openq.tau_end:g} during training"),
-        # a cap 1.5x the usual when runs stop on flatness: in one book build the curve with the block was still
-        # falling at the usual cap, so the stop rule, not the cap, should end the run (the fixed budget otherwise)
-        RunGroup("openq_ffn", dataclasses.replace(bn, steps=bn.steps if bn.until_flat is None else bn.steps * 3 // 2),
-                 {"ffn": [openq.ffn]}, "19",
+        RunGroup("openq_ffn", ffn_base, {"ffn": [openq.ffn]}, "19",
                  f"the BN layer with a feedforward block of width {openq.ffn} (without it: openq_codes)"),
+        probe_group("openq_ffn_probe", dataclasses.replace(ffn_base, ffn=openq.ffn), "19",
+                    f"the BN layer with a feedforward block of width {openq.ffn}"),
         probe_group("openq_probe", dataclasses.replace(base, scheme="sc"), "16", "the scalar-code layer",
                     steps=openq.probe_steps),
         RunGroup("openq_cauchy", cauchy, {"trim": [0.0, openq.trim], "scheme": ["oh", "bn"]}, "21",

@@ -162,9 +162,9 @@ class Runs(Mapping):
         >>> config = TrainConfig(d=2, k=3, n=16, steps=400, val_every=100)
         >>> history = pd.DataFrame({"step": [0, 100, 200, 300, 400], "seed": 0,
         ...                         "val_relative_loss": [1.7, 1.6, 1.5, 0.97, 0.95]})
-        >>> Runs(RunGroup("demo_probe", config, {"steps": [400]}, "9", "a test", probe=True),
+        >>> Runs(RunGroup("demo_probe", config, {"steps": [400]}, "9", "a test", probe=True, layer="the OH layer"),
         ...      {(400,): Run(config, None, history)}).probe_report()
-        'demo_probe (one seed, 400 steps; validation curve over 256 tasks, no interval): relative validation loss 1.500 at step 200, 0.950 at step 400; first below 1 at step 300'
+        'demo_probe (the OH layer; one seed, 400 steps; validation curve over 256 tasks, no interval): relative validation loss 1.500 at step 200, 0.950 at step 400; first below 1 at step 300'
         """
         if not self.group.probe:
             raise ValueError(f"group {self.group.name!r} is not a probe")
@@ -177,7 +177,8 @@ class Runs(Mapping):
             half = curve[curve.index <= last // 2]
             below = curve[curve < 1]
             lines.append(
-                f"{self.group.name} ({'one seed' if len(run.config.seeds) == 1 else f'{len(run.config.seeds)} seeds'}, "
+                f"{self.group.name} ({self.group.layer + '; ' if self.group.layer else ''}"
+                f"{'one seed' if len(run.config.seeds) == 1 else f'{len(run.config.seeds)} seeds'}, "
                 f"{last} steps; validation curve over {run.config.val_tasks} tasks, no interval): relative validation "
                 f"loss {half.iloc[-1]:.3f} at step {int(half.index[-1])}, {curve.iloc[-1]:.3f} at step {last}; "
                 + (f"first below 1 at step {int(below.index[0])}" if len(below) else "never below 1"))
@@ -227,6 +228,9 @@ class RunGroup:
     only : tuple
         The combinations of the grid kept (value tuples in the grid's order), when not all of the
         product is wanted; empty: the whole product.
+    layer : str
+        For a probe, the layer it trains longer, in words (:meth:`Runs.probe_report` names it:
+        a probe need not be of the layer a verdict is about).
 
     Examples
     --------
@@ -243,6 +247,7 @@ class RunGroup:
     early: bool = False
     probe: bool = False
     only: tuple = ()
+    layer: str = ""
 
     def __post_init__(self):
         combos = grid_configs(self.base, self.grid)
