@@ -42,9 +42,11 @@ def pad_tasks(X: torch.Tensor, C: torch.Tensor, d: int | None = None, k: int | N
     * ``"copy"``: copies of the task's own centers, in turn (``C[:, j mod k]``),
       inside the data's range. A point is then tied between a center and its
       copy; the averaging hardmax writes the mean of their two codes into the
-      point's token, unambiguous for one-hot codes but possibly a third
-      cluster's code for binary ones: the constructed OH layer stays exact,
-      the BN layer does not (tested, and shown in chapter 17).
+      point's token, as near to the two codes as to no other for one-hot
+      codes, but for binary codes that differ in more than one bit exactly as
+      near to other clusters' codes too (the mean of 000 and 011 is as near to
+      001 and 010): the constructed OH layer stays exact, the BN layer does not
+      (tested, and shown in chapter 17).
 
     Read the first ``k`` centers and ``d`` coordinates of the output
     (:func:`padded_trajectory` does both, step by step).

@@ -30,6 +30,8 @@ def test_per_task_samples_match_the_table_and_decide_the_padding_verdict():
     finding = padding_finding(samples, "own", "wide", "d=2", 2)
     # both exact Lloyd: wide - 1.05 own = -0.05 on every task, entirely below 0
     assert finding.verdict == "reproduced" and "4 of 4 checks" in finding.report
+    # the interval printed is of the quantity tested, and the line says which
+    assert "(wide - 1.05 x own: -0.050 [-0.050, -0.050]" in finding.value
 
 
 def test_a_wide_layer_far_behind_fails_and_a_close_one_is_inconclusive():

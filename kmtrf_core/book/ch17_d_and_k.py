@@ -128,7 +128,8 @@ def padding_finding(samples: dict, own: str, wide: str, test: str, steps: int, t
             outcome = compare(theirs, mine * (1 + tolerance))
             key = f"{scheme.upper()} step{step}"
             outcomes[key] = outcome
-            parts.append(f"{key}: {_mean(theirs):.3f} vs {_mean(mine):.3f} ({outcome.text()} vs +{tolerance:.0%})")
+            parts.append(f"{key}: {_mean(theirs):.3f} vs {_mean(mine):.3f} "
+                         f"(wide - {1 + tolerance:g} x own: {outcome.text()})")
     verdicts = [c.verdict for c in outcomes.values()]
     result = combine(verdicts)
     ok, lost = verdicts.count("reproduced"), verdicts.count("not reproduced")
