@@ -14,6 +14,7 @@ import pytest
 
 from kmtrf_core import TrainConfig
 from kmtrf_core.book import get_profile
+from kmtrf_core.training.convergence import SMOOTHING
 from kmtrf_core.book.ch09_training import (Ablation, ablation, convergence_finding, figure2_claims,
                                            stability_table, stability_totals)
 from kmtrf_core.book.groups import SIX_CURVES, RunGroup
@@ -347,7 +348,8 @@ def test_the_claims_page_states_the_book_profiles_stop_rule():
     book = get_profile("book")
     for chapter in ("training", "section4", "realdata", "landscape"):  # every chapter that trains layers
         sizes = book.chapter(chapter)
-        assert (f"has stopped improving for {sizes.patience} steps (the patience), checked from step "
-                f"{sizes.min_steps} on; a run that never gets there trains to the cap, {sizes.steps} steps"
-                in page), chapter
+        assert (f"averaged over the last {SMOOTHING} validations, beats one Lloyd step and its best value has "
+                f"improved by less than {sizes.until_flat:.0%} over the last {sizes.patience} steps (the "
+                f"patience), checked from step {sizes.min_steps} on; a run that never gets there trains to the "
+                f"cap, {sizes.steps} steps" in page), chapter
     assert "longer than the plateaus" not in page

@@ -67,7 +67,12 @@ def test_family_training_finding():
     assert family_training_finding(per_family, 10, held, late).report.endswith("ahead in 0 of 8, behind in 8 -> "
                                                                                "not reproduced")
     better = samples(per_family.final_val_relative.replace(2.0, 1.1))  # cauchy ties gumbel, beats the rest
-    assert family_training_finding(per_family, 10, better, settling).verdict == "partly"
+    tied = family_training_finding(per_family, 10, better, settling)
+    assert tied.verdict == "partly"
+    lines = tied.report.splitlines()  # the counts and every pair's interval are printed, not only the verdict
+    assert lines[1].endswith(": 4 of 8 (2 better, 2 inconclusive) -> partly")  # worse than normal and laplace
+    assert lines[2].startswith("Other family - cauchy, per (family, embedding): normal OH -0.100 [")
+    assert lines[2].count("(95% CI; margin 0)") == 8
     best = samples(per_family.final_val_relative.replace(2.0, 0.5))
     assert family_training_finding(per_family, 10, best, settling).verdict == "not reproduced"
     with pytest.raises(ValueError, match="latest"):

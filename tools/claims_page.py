@@ -31,15 +31,16 @@ is decided on a 95% bootstrap interval over held-out tasks and seeds, with the m
 check holds only when the whole interval is on its side, fails only when the whole interval is on
 the other, and is *inconclusive* otherwise. A claim none of whose checks holds is *not reproduced*
 when one of them fails, and *inconclusive* when all are undecided. Where a check is decided on an
-interval, the Measured column shows the interval and its margin; where a few seeds or searches give
-no interval (steps to leave the plateau, say), their range stands in for one, and the column
-shows that range.
+interval, the Measured column shows the interval and its margin, or, for a claim made of several
+such checks, how many held, failed and stayed inconclusive, with every interval printed in the
+chapter; where a few seeds or searches give no interval (steps to leave the plateau, say), their
+range stands in for one, and the column shows that range.
 
 Claims about learned layers are the ones most sensitive to scale. With the `book` profile's values
 (`kmtrf_core/book/profiles.py`), a run (its seeds train together) stops only once the median over
-its seeds of the relative validation loss beats one Lloyd step and its best value has stopped
-improving for 2000 steps (the patience), checked from step 2500 on; a run that never gets there
-trains to the cap, 5000 steps. The rule never stops a run whose median is still on the plateau of
+its seeds of the relative validation loss, averaged over the last 3 validations, beats one Lloyd
+step and its best value has improved by less than 2% over the last 2000 steps (the patience),
+checked from step 2500 on; a run that never gets there trains to the cap, 5000 steps. The rule never stops a run whose median is still on the plateau of
 chapter 9 above one Lloyd step, however long it lasts; one of a few seeds may still be on its own
 plateau when the run stops, and chapter 9 counts such a seed as never having left it. The "Rests on" column counts the runs behind each verdict
 by how they ended: flat below Lloyd, at the cap (and on which side of Lloyd), or a longer probe. The

@@ -196,6 +196,7 @@ def family_training_finding(per_family, val_every: int, samples: dict, settling:
     held = {key: float(np.median(values.mean(axis=-1))) for key, values in samples.items()}
     outcome = combine(c.verdict for c in outcomes.values())
     won = sum(c.verdict == "reproduced" for c in outcomes.values())
+    better = sum(c.verdict == "not reproduced" for c in outcomes.values())  # cauchy's layer below the other's
     val = per_family.final_val_relative
     cauchy_val, best_other, worst_other = val["cauchy"], val[others].min(), val[others].max()
     cauchy_text = ", ".join(f"{scheme.upper()} {held[('cauchy', scheme)]:.3f}" for scheme in schemes)
@@ -204,7 +205,9 @@ def family_training_finding(per_family, val_every: int, samples: dict, settling:
         f"Held-out ratio to one Lloyd step on the layer's own family: cauchy {cauchy_text}; the other "
         f"families {min(other_values):.3f} to {max(other_values):.3f}.",
         f"Cauchy's layer worse than each other family's (OH, BN; 95% intervals, unpaired): {won} of "
-        f"{len(outcomes)} -> {outcome}",
+        f"{len(outcomes)} ({better} better, {len(outcomes) - won - better} inconclusive) -> {outcome}",
+        "Other family - cauchy, per (family, embedding): "
+        + "; ".join(f"{other} {scheme.upper()} {c.text()}" for (other, scheme), c in outcomes.items()),
         f"Median final relative validation loss (training curves): cauchy {cauchy_val:.2f}, other families "
         f"{best_other:.2f} to {worst_other:.2f}.",
         _settling_line(settling, others, val_every),
