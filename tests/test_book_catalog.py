@@ -202,9 +202,15 @@ def test_part_three_reuses_the_runs_of_parts_one_and_two():
     new = {cached_path(c).name for name, g in catalog.groups.items() if name.startswith("openq")
            for c in g.configs()} - {cached_path(c).name for name, g in catalog.groups.items()
                                     if not name.startswith("openq") for c in g.configs()}
-    # gc, sc, 2 unrolled, 2 annealed, 1 block, 2 trimmed, and the probes of SC, the trimmed, the unrolled and the
-    # block layers: Part III's own runs
-    assert len(new) == 13
+    # gc, sc, 2 unrolled, 2 annealed, 1 block, 2 trimmed, and the probes of SC, the trimmed, the unrolled, the
+    # block and the two wide BN layers: Part III's own runs
+    assert len(new) == 15
+    for name, field in (("openq_wide_d_probe", "d"), ("openq_wide_k_probe", "k")):  # the wide layers, longer
+        wide = catalog[name.removesuffix("_probe")].configs()
+        probed = dataclasses.replace(catalog[name].base, steps=wide[0].steps, seeds=wide[0].seeds,
+                                     until_flat=wide[0].until_flat, min_steps=wide[0].min_steps,
+                                     snapshots=wide[0].snapshots)
+        assert probed in wide and getattr(probed, field) == getattr(wide[0], field)
     unrolled = {c.unroll for c in catalog["openq_unroll"].configs()}
     assert catalog["openq_unroll_probe"].base.unroll in unrolled and catalog["openq_unroll_probe"].probe
     assert catalog["openq_ffn_probe"].base.steps == 2 * catalog["openq_ffn"].base.steps  # twice the block's own cap

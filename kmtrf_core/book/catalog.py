@@ -231,6 +231,11 @@ def _openq_groups(training, section4, openq) -> list:
                  f"layers trained at d'={openq.wide_d}, used on smaller d by zero-padding"),
         RunGroup("openq_wide_k", plain, {"k": [openq.wide_k], "scheme": ["oh", "bn"]}, "17",
                  f"layers trained at k'={openq.wide_k}, used on smaller k with filler centers"),
+        # the longer checks behind pad_d and pad_k: the wide BN layers themselves
+        probe_group("openq_wide_d_probe", dataclasses.replace(plain, d=openq.wide_d, scheme="bn"), "17",
+                    f"the BN layer trained at d'={openq.wide_d}"),
+        probe_group("openq_wide_k_probe", dataclasses.replace(plain, k=openq.wide_k, scheme="bn"), "17",
+                    f"the BN layer trained at k'={openq.wide_k}"),
         RunGroup("openq_unroll", bn, {"unroll": [openq.unroll], "unroll_loss": ["last", "sum"]}, "18",
                  f"BN layers trained for {openq.unroll}-step clustering (unrolled, re-embedded)"),
         # the longer check behind unroll_training: the variant that was still falling at the cap in a book build
