@@ -24,7 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from catalog_gpu import shape_of  # bench/ is the script's folder, so its sibling imports
+from bench_usage import at_least  # bench/ is the script's folder, so its siblings import
+from catalog_gpu import shape_of
 
 CHILD = """
 import json, sys, time, torch
@@ -91,10 +92,8 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating measurements per checkout and shape")
     parser.add_argument("--quick", action="store_true", help="3 shapes, 20 steps, 1 round: a smoke run")
     args = parser.parse_args(argv)
-    for flag, value, least in (("--shapes", args.shapes, 1), ("--steps", args.steps, 1), ("--warm", args.warm, 0),
-                               ("--rounds", args.rounds, 1)):
-        if value < least:  # a one-line usage error, not a traceback from the timings
-            parser.error(f"{flag} must be >= {least}, got {value}")
+    at_least(parser, ("--shapes", args.shapes, 1), ("--steps", args.steps, 1), ("--warm", args.warm, 0),
+             ("--rounds", args.rounds, 1))
     if args.quick:
         args.shapes, args.steps, args.rounds, args.warm = 3, 20, 1, 2
     here = Path(__file__).resolve().parent.parent

@@ -25,6 +25,8 @@ import time
 
 import torch
 
+from bench_usage import at_least  # bench/ is the script's folder, so its siblings import
+
 from kmtrf_core.book.catalog import book_catalog
 from kmtrf_core.book.profiles import PROFILES
 from kmtrf_core.training import train_cached
@@ -44,8 +46,7 @@ def main(argv=None):
     parser.add_argument("--profile", default="book", choices=sorted(PROFILES))
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
-    if args.workers < 1:  # a one-line usage error, not a traceback from the cluster
-        parser.error(f"--workers must be >= 1, got {args.workers}")
+    at_least(parser, ("--workers", args.workers, 1))
     catalog = book_catalog(args.profile)
     if args.group not in catalog.groups:
         parser.error(f"--group must be one of the {args.profile} catalog's groups, got {args.group!r}")

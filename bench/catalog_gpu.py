@@ -28,7 +28,8 @@ import time
 
 import torch
 
-from gpu_step import ms_per_step  # bench/ is the script's folder, so its sibling imports
+from bench_usage import at_least  # bench/ is the script's folder, so its siblings import
+from gpu_step import ms_per_step
 
 from kmtrf_core.book.catalog import book_catalog
 from kmtrf_core.book.profiles import PROFILES
@@ -91,10 +92,8 @@ def main(argv=None) -> None:
     parser.add_argument("--share", type=int, nargs="*", default=[2, 4], help="processes sharing the device")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (n 32, d <= 4, 2 seeds), for a CPU")
     args = parser.parse_args(argv)
-    for flag, value, least in (("--budget-s", args.budget_s, 0), ("--steps", args.steps, 1),
-                               *(("--share", processes, 1) for processes in args.share)):
-        if not value >= least:  # a one-line usage error, not a traceback from the timings or the pricing
-            parser.error(f"{flag} must be >= {least}, got {value}")
+    at_least(parser, ("--budget-s", args.budget_s, 0), ("--steps", args.steps, 1),
+             *(("--share", processes, 1) for processes in args.share))
     device = resolve_device(args.device)
     configs = book_catalog(args.profile).configs()
     if args.quick:

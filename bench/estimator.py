@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from bench_usage import at_least  # bench/ is the script's folder, so its siblings import
+
 
 def speed(n: int, d: int, k: int, iters: int, repeats: int, dtype, device: str = "cpu", chunk: int = 16384) -> dict:
     import torch
@@ -132,10 +134,8 @@ def main(argv=None) -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    for flag, value, least in (("--n", args.n, 1), ("--d", args.d, 1), ("--k", args.k, 1), ("--iters", args.iters, 1),
-                               ("--repeats", args.repeats, 1), ("--big", args.big, 1), ("--chunk", args.chunk, 1)):
-        if value < least:  # a one-line usage error, not a traceback from the fits or the medians
-            parser.error(f"{flag} must be >= {least}, got {value}")
+    at_least(parser, ("--n", args.n, 1), ("--d", args.d, 1), ("--k", args.k, 1), ("--iters", args.iters, 1),
+             ("--repeats", args.repeats, 1), ("--big", args.big, 1), ("--chunk", args.chunk, 1))
     if args.part != "memory" and not args.child and args.k > args.n:  # the child fits --big points, not --n
         parser.error(f"--k must be at most --n ({args.n}), got {args.k}")
     if args.part in ("memory", "all") and args.k > args.big:

@@ -22,6 +22,7 @@ import time
 
 import torch
 
+from bench_usage import at_least  # bench/ is the script's folder, so its siblings import
 from kmtrf_core.device import resolve_device
 from kmtrf_core.training import TrainConfig
 from kmtrf_core.training.config import initial_layer
@@ -69,11 +70,8 @@ def main(argv=None) -> None:
     parser.add_argument("--impl", default="direct", choices=["direct", "sdpa"])
     parser.add_argument("--quick", action="store_true", help="small sizes and few steps, for a smoke run on a CPU")
     args = parser.parse_args(argv)
-    for flag, value, least in (("--steps", args.steps, 1), ("--repeats", args.repeats, 1),
-                               ("--warm", args.warm, GRAPH_WARMUP + 1)):
-        if value < least:  # a one-line usage error, not a traceback (or a capture inside the timed steps)
-            parser.error(f"{flag} must be >= {least}, got {value}"
-                         + (f" (the graph's {GRAPH_WARMUP} eager steps and its capture)" if flag == "--warm" else ""))
+    at_least(parser, ("--steps", args.steps, 1), ("--repeats", args.repeats, 1),  # (no capture in the timed steps)
+             ("--warm", args.warm, GRAPH_WARMUP + 1, f"the graph's {GRAPH_WARMUP} eager steps and its capture"))
     device = resolve_device(args.device)
     print(json.dumps(dict(torch=torch.__version__, device=str(device),
                           name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu")))

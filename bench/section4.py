@@ -24,6 +24,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from bench_usage import at_least  # noqa: E402  (a sibling: bench/ is the script's folder)
 from kmtrf_core import ClusterTransformer, sample_tasks  # noqa: E402
 from kmtrf_core.dissimilarity import distance_samples, emd_matrix  # noqa: E402
 from kmtrf_core import evaluate_models, family_tasks  # noqa: E402
@@ -89,8 +90,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    if args.repeats < 1:  # a one-line usage error, not a traceback from the timings
-        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    at_least(parser, ("--repeats", args.repeats, 1))
     if args.quick:
         args.n, args.d, args.k, args.tasks, args.grid, args.m, args.T, args.repeats = 32, 4, 4, 8, 5, 2, 3, 1
     else:

@@ -28,6 +28,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
+from bench_usage import at_least  # noqa: E402  (a sibling: bench/ is the script's folder)
 from kmtrf_core.cost.harness import compare_schemes, machine_description, measure_grid  # noqa: E402
 
 PAPER_K = [6, 25, 100, 400, 1000]
@@ -46,12 +47,9 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     parser.add_argument("--csv", default=None, help="also write the raw per-configuration rows to this CSV file")
     args = parser.parse_args(argv)
-    for flag, value, least in (("--repeats", args.repeats, 1), ("--warmup", args.warmup, 0),
-                               ("--memory-repeats", args.memory_repeats, 1)):
-        if value < least:  # a one-line usage error, not a traceback from the harness
-            parser.error(f"{flag} must be >= {least}, got {value}")
-    if args.threads is not None and args.threads < 1:  # torch.set_num_threads(0) raises a RuntimeError
-        parser.error(f"--threads must be >= 1, got {args.threads}")
+    at_least(parser, ("--repeats", args.repeats, 1), ("--warmup", args.warmup, 0),
+             ("--memory-repeats", args.memory_repeats, 1),
+             *([("--threads", args.threads, 1)] if args.threads is not None else []))  # set_num_threads(0) raises
     return args
 
 

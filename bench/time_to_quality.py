@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from bench_usage import at_least  # bench/ is the script's folder, so its siblings import
+
 LINE = re.compile(r"Step (\d+)/\d+: Validation obj: [\d.]+, relative to Lloyd's: ([\d.]+)")
 
 # The released utils.lloyds_iters_batched moves its input to CUDA unless told otherwise (use_cuda defaults to
@@ -101,9 +103,7 @@ def main(argv=None) -> None:
     parser.add_argument("--device", default="cpu", help="where ours trains (the authors' picks CUDA itself)")
     parser.add_argument("--graph", action="store_true", help="ours also with its step replayed as one CUDA graph")
     args = parser.parse_args(argv)
-    for flag, value, least in (("--cap", args.cap, 1), *(("--seeds", seed, 0) for seed in args.seeds)):
-        if value < least:  # a one-line usage error, not a traceback from a training subprocess
-            parser.error(f"{flag} must be >= {least}, got {value}")
+    at_least(parser, ("--cap", args.cap, 1), *(("--seeds", seed, 0) for seed in args.seeds))
     if not os.path.isfile(os.path.join(args.authors, "train.py")):
         raise SystemExit(f"no train.py in {args.authors!r}: pass a checkout of rithram/kmeans-trf with --authors")
     for seed in args.seeds:

@@ -26,6 +26,7 @@ import time
 import numpy as np
 import torch
 
+from bench_usage import at_least  # bench/ is the script's folder, so its siblings import
 from kmtrf_core import ClusterTransformer, sample_tasks, smoothed_kmeans_loss
 from kmtrf_core.cost.harness import measure_model
 from kmtrf_core.training import TrainConfig, train
@@ -70,8 +71,7 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     parser.add_argument("--steps", type=int, default=40, help="timed training steps per configuration")
     args = parser.parse_args(argv)
-    if args.steps < 2:  # the first step is dropped; a one-line usage error, not a traceback from the medians
-        parser.error(f"--steps must be >= 2, got {args.steps}")
+    at_least(parser, ("--steps", args.steps, 2))  # the first step is dropped
     steps = 6 if args.quick else args.steps
     n0, d0, k0 = (64, 8, 4) if args.quick else (512, 32, 10)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device cpu")
