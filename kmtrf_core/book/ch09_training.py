@@ -169,7 +169,7 @@ def ablation(group: RunGroup, *, title: str = "", window: int = 10, note: str = 
     levels = list(range(1, 1 + len(curves)))
     table = summary["final_val_relative"].unstack(levels).round(3)
     trained = history.groupby([field, *curves]).step.max()  # a diverged run ends early
-    after = (f"{trained.min()}" if trained.min() == trained.max() else f"{trained.min()}-{trained.max()}")
+    after = range_text(trained.min(), trained.max())
     label = ("final relative validation loss (Eq. 20: the layer's k-means loss over one Lloyd step's; "
              f"median over seeds) after {after} steps; rows: {field}, columns: {', '.join(curves)}")
     return Ablation(field=field, history=history, summary=summary, table=table, diverged=diverged,

@@ -146,7 +146,7 @@ class Comparison(NamedTuple):
 
     >>> Comparison(-0.031, -0.045, -0.018, 0.01, "reproduced").text()
     '-0.031 [-0.045, -0.018] (95% CI; margin 0.01)'
-    >>> Comparison(3.4e15, 7.6e13, 8.1e15, 0.01, "not reproduced").text()  # a diverging layer: 3 significant digits
+    >>> Comparison(3.4e15, 7.6e13, 8.1e15, 0.01, "not reproduced").text()  # a diverging layer: scientific notation
     '+3.400e+15 [+7.600e+13, +8.100e+15] (95% CI; margin 0.01)'
     """
 
