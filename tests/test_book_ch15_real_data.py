@@ -93,7 +93,7 @@ def test_realdata_findings_are_decided_on_intervals_over_starts():
     assert out["recipe_transfers"].verdict == "partly"  # the broad recipe wins on set0, loses on set1
     assert "random starts" in out["realdata_first_step"].report and out["realdata_many_steps"].report
     line = out["recipe_transfers"].report.splitlines()[0]  # says which statistic the interval is about
-    assert "median over 1 training seed)" in line and "paired by seed, the median difference -0.050 [" in line
+    assert "(medians over 1 training seed, the difference paired by seed) -0.050 [" in line
     out = realdata_findings(ahead, ahead, finals.iloc[[0, 2]], steps=5, starts=16)
     assert {claim: f.verdict for claim, f in out.items()} == {
         "estimator_equals_kmeans": "reproduced", "realdata_first_step": "reproduced",

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from kmtrf_core.book.uncertainty import (Comparison, bootstrap_interval, combine, compare, draws_interval, range_ahead,
-                                         range_text)
+from kmtrf_core.book.uncertainty import (Comparison, bootstrap_interval, combine, compare, draws_interval, point_value,
+                                         range_ahead, range_text, tally, versus_text)
 
 
 def test_the_interval_covers_the_true_mean_at_about_its_level():
@@ -118,3 +118,28 @@ def test_comparison_text_keeps_huge_differences_short():
     huge = Comparison(3416902263908453.0, 76453157812843.9, 8.1e15, 0.01, "not reproduced").text()
     assert huge == "+3.417e+15 [+7.645e+13, +8.100e+15] (95% CI; margin 0.01)" and len(huge) < 60
     assert Comparison(math.inf, 1.0, math.inf, 0.0, "not reproduced").text().startswith("+inf [+1.000, +inf]")
+
+
+def test_tally_counts_each_way_in_the_words_given():
+    verdicts = ["reproduced", "not reproduced", "not reproduced", "inconclusive"]
+    assert tally(verdicts) == "1 below, 2 above, 1 inconclusive"
+    assert tally(verdicts, "better", "worse", "open") == "1 better, 2 worse, 1 open"
+    assert tally(verdicts, None, "above") == "2 above, 1 inconclusive"
+    assert tally(["reproduced"], zeros=False) == "1 below"
+    assert tally([], zeros=False) == "" and tally([]) == "0 below, 0 above, 0 inconclusive"
+    with pytest.raises(ValueError, match="verdicts"):
+        tally(["partly"])  # a combined verdict is not one comparison's
+
+
+def test_versus_text_names_each_statistic_and_the_seed_count():
+    noise = 0.01 * np.random.default_rng(2).standard_normal((3, 64))
+    a = np.array([[1.0], [1.5], [2.0]]) + noise
+    b = np.array([[1.1], [1.2], [2.5]]) + noise  # per-seed differences -0.1, +0.3, -0.5: median -0.1
+    c = compare(a, b, 0.01)
+    text = versus_text("wide", a, "own", b, c, unit="training seed")
+    assert text.startswith(f"wide {point_value(a):.3f} vs own {point_value(b):.3f} (medians over 3 training seeds, "
+                           "the difference paired by seed) ")
+    assert text.endswith(c.text()) and c.text().startswith("-0.100")
+    assert round(point_value(a) - point_value(b), 3) == 0.3  # the medians' difference is another number
+    one = versus_text("x", a[0], "y", b[0], compare(a[0], b[0]))
+    assert "(medians over 1 seed, the difference paired by seed)" in one

@@ -8,6 +8,8 @@ The plumbing, by kind:
   once per process, and how each ended under the stop rule;
 * :mod:`~kmtrf_core.book.claims`: the claims, the one verdict type (:class:`~kmtrf_core.book.claims.Finding`)
   and the ledger's :func:`~kmtrf_core.book.claims.record`;
+* :mod:`~kmtrf_core.book.comparisons`: the interval verdicts several chapters share;
+* :mod:`~kmtrf_core.book.uncertainty`: bootstrap intervals, margins and the verdict of one comparison;
 * :mod:`~kmtrf_core.book.heldout`: held-out tasks and the ratio tables read on them (Part III);
 * :mod:`~kmtrf_core.book.plotting`: figure helpers, labels and captions;
 * :mod:`~kmtrf_core.book.timing`: how long a cell's experiment took.

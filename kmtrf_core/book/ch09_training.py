@@ -37,7 +37,8 @@ from ..objectives import smoothed_kmeans_loss
 from ..training import TrainConfig, convergence_summary  # noqa: F401  (TrainConfig: the doctests)
 from ..training.runs import cache_key
 from ..validation import check_int, check_table
-from .claims import MARGIN, Finding, below_finding
+from .claims import Finding
+from .comparisons import MARGIN, below_finding
 from .groups import SIX_CURVES, RunGroup, Runs
 from .plotting import six_curve_figure
 from .timing import Stopwatch, timed
@@ -405,7 +406,7 @@ def learned_step_finding(samples: dict, report: pd.DataFrame, tau: float) -> Fin
     """Section 3: at ``tau``, do the trained OH and BN layers (L2) beat one Lloyd step on held-out tasks?
 
     Each embedding is judged on the 95% interval of its ratio to Lloyd over held-out tasks and
-    seeds (:func:`~kmtrf_core.book.claims.below_finding`): below 1 only when the whole interval is.
+    seeds (:func:`~kmtrf_core.book.comparisons.below_finding`): below 1 only when the whole interval is.
 
     Parameters
     ----------

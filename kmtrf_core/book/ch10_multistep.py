@@ -18,7 +18,8 @@ import torch
 
 from ..evaluate import final_ratios, lloyd_loss_trajectory, trajectory_losses
 from ..tasks import sample_tasks  # noqa: F401  (the doctests)
-from .claims import MARGIN, Finding, below_finding
+from .claims import Finding
+from .comparisons import MARGIN, below_finding
 from .plotting import run_label
 from .uncertainty import combine, compare
 
@@ -168,7 +169,7 @@ def multistep_findings(changes: dict, steps: int, samples: dict, margin: float =
     on the paired interval of the difference of :func:`step_changes`' losses, by
     at least ``margin`` of one Lloyd step's loss. (iii) OH/BN with re-embedding
     beat Lloyd at ``steps``: each one's 95% interval of the ratio to Lloyd
-    entirely below 1 (:func:`~kmtrf_core.book.claims.below_finding`).
+    entirely below 1 (:func:`~kmtrf_core.book.comparisons.below_finding`).
 
     Parameters
     ----------

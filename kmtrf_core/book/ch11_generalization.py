@@ -27,7 +27,7 @@ from .claims import Finding
 from .groups import PAPER_SCHEMES
 from .heldout import task_ratios
 from .plotting import l2_label
-from .uncertainty import combine, compare
+from .uncertainty import combine, compare, tally
 
 __all__ = ["cell_verdicts", "evaluate_with_samples", "family_finding", "family_generalization", "family_summary",
            "length_finding", "point_counts", "ratio_table", "scheme_layers", "shift_finding"]
@@ -194,12 +194,6 @@ def cell_verdicts(samples: dict, threshold: float = 1.0) -> dict:
     {'a': 'reproduced', 'b': 'not reproduced', 'c': 'inconclusive'}
     """
     return {cell: compare(values, threshold).verdict for cell, values in samples.items()}
-
-
-def _tally(verdicts, below: str = "below", above: str = "above") -> str:
-    verdicts = list(verdicts)
-    return (f"{verdicts.count('reproduced')} {below}, {verdicts.count('not reproduced')} {above}, "
-            f"{verdicts.count('inconclusive')} inconclusive")
 
 
 def ratio_table(table, by=("test", "model")) -> pd.DataFrame:
@@ -459,20 +453,20 @@ def family_finding(summary, steps: int, samples: dict, families=FAMILIES) -> Fin
     lines = [
         f"Cauchy-trained layers (first column; medians {medians}; the other columns' cells average "
         f"{summary.other_trained_mean_ratio.min():.3f} to {summary.other_trained_mean_ratio.max():.3f}): "
-        f"above Lloyd in {column_above} of {len(column)} (test family, embedding) cells ({_tally(column.values())}); "
+        f"above Lloyd in {column_above} of {len(column)} (test family, embedding) cells ({tally(column.values())}); "
         f"worse than the layer trained on the other family, paired on the same tasks, in {worse} of {len(versus)} "
-        f"({_tally(versus, 'better', 'worse')})",
+        f"({tally(versus, 'better', 'worse')})",
         f"On cauchy tasks, layers trained on the other families (first row; medians {rows}): above Lloyd in "
-        f"{row_above} of {len(row)} (training family, embedding) cells ({_tally(row.values())})",
+        f"{row_above} of {len(row)} (training family, embedding) cells ({tally(row.values())})",
         f"Lower-right {side} block, 95% intervals: {wins} of {len(cells)} (OH + BN) cells below Lloyd after "
-        f"{steps} steps ({_tally(cells.values())}) -> {outcome}",
+        f"{steps} steps ({tally(cells.values())}) -> {outcome}",
     ]
     value = (f"{wins} of {len(cells)} OH/BN cells of the non-cauchy {side} block below Lloyd after {steps} steps "
-             f"on 95% intervals ({_tally(cells.values())}); cauchy-trained layers above Lloyd in {column_above} of "
+             f"on 95% intervals ({tally(cells.values())}); cauchy-trained layers above Lloyd in {column_above} of "
              f"{len(column)} cells and worse than the other layer in {worse} of {len(versus)} paired comparisons")
     return Finding(value, outcome, check=f"every OH/BN cell of the non-cauchy {side} block below Lloyd, its 95% "
                                          "interval over tasks and seeds below 1", report="\n".join(lines),
-                   uncertainty=_tally(cells.values()))
+                   uncertainty=tally(cells.values()))
 
 
 def point_counts(sizes, factors) -> list:
@@ -544,14 +538,14 @@ def length_finding(final, points, train_n: int, steps: int, samples: dict) -> Fi
     outcome = combine(cells.values())
     lines = [
         f"OH/BN below Lloyd after {steps} steps in {beat} of {len(cells)} (n, embedding) cases on 95% intervals "
-        f"({_tally(cells.values())}); paper: all -> {outcome}",
+        f"({tally(cells.values())}); paper: all -> {outcome}",
     ]
     if train_n in points and len(points) > 1:  # how the other lengths move the ratio from the training length
         reference = final.index[points.index(train_n)]
         lines.append(_change_line(samples, [row for row in final.index if row != reference], reference,
                                   f"Relative to the training length ({reference}), OH/BN's final ratio"))
     value = (f"OH/BN below Lloyd in {beat} of {len(cells)} (n, embedding) cases on 95% intervals "
-             f"({_tally(cells.values())}), n = {points[0]} to {points[-1]} for training n = {train_n}")
+             f"({tally(cells.values())}), n = {points[0]} to {points[-1]} for training n = {train_n}")
     return Finding(value, outcome, check="OH and BN below Lloyd at every number of points, each 95% interval over "
                                          "tasks and seeds below 1", report="\n".join(lines),
-                   uncertainty=_tally(cells.values()))
+                   uncertainty=tally(cells.values()))

@@ -31,7 +31,7 @@ from ..training import convergence_summary
 from ..validation import check_points_centers, check_table
 from .claims import Finding
 from .heldout import eval_tasks
-from .uncertainty import combine, compare, range_ahead, range_text, ratio_interval, seed_range
+from .uncertainty import combine, compare, point_value, range_ahead, range_text, ratio_interval, seed_range
 
 __all__ = ["cauchy_stands_out", "family_convergence", "family_training_finding", "gap_finding", "gap_samples",
            "margin_report", "margin_samples", "own_family_ratios", "settling_ranges", "smoothing_margins"]
@@ -193,7 +193,7 @@ def family_training_finding(per_family, val_every: int, samples: dict, settling:
     schemes = sorted({scheme for _, scheme in samples}, key=["oh", "bn", "na"].index)
     outcomes = {(other, scheme): compare(samples[(other, scheme)], samples[("cauchy", scheme)], paired=False)
                 for other in others for scheme in schemes}
-    held = {key: float(np.median(values.mean(axis=-1))) for key, values in samples.items()}
+    held = {key: point_value(values) for key, values in samples.items()}
     outcome = combine(c.verdict for c in outcomes.values())
     won = sum(c.verdict == "reproduced" for c in outcomes.values())
     better = sum(c.verdict == "not reproduced" for c in outcomes.values())  # cauchy's layer below the other's

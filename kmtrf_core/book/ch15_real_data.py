@@ -33,8 +33,9 @@ from ..model import ClusterTransformer
 from ..tasks import SHIFTS, shifted_tasks
 from ..validation import check_choice, check_int
 from .catalog import MIXED_FAMILIES
-from .claims import MARGIN, Finding, verdict
-from .uncertainty import combine, compare
+from .claims import Finding, verdict
+from .comparisons import MARGIN
+from .uncertainty import combine, compare, point_value, tally, versus_text
 
 __all__ = ["BROAD", "DATASETS", "RECIPES", "Comparison", "RealData", "compare_methods", "load_dataset",
            "ratio_figure", "realdata_findings", "recipe_of", "shift_transfer", "start_ratios", "summary_table"]
@@ -334,15 +335,10 @@ def start_ratios(comparisons, method: str, step: int) -> dict:
     return out
 
 
-def _median_mean(values) -> float:
-    """Median over members of the mean over starts: the statistic the intervals are drawn for."""
-    return float(np.median(np.atleast_2d(values).mean(axis=1)))
-
-
 def _counted(outcomes: dict) -> str:
     verdicts = [c.verdict for c in outcomes.values()]
     return (f"{verdicts.count('reproduced')} of {len(verdicts)} (95% intervals over starts and training seeds; "
-            f"{verdicts.count('not reproduced')} not, {verdicts.count('inconclusive')} inconclusive)")
+            f"{tally(verdicts, None, 'not')})")
 
 
 def realdata_findings(comparisons, random_comparisons, finals: pd.DataFrame, steps: int, starts: int,
@@ -389,7 +385,7 @@ def realdata_findings(comparisons, random_comparisons, finals: pd.DataFrame, ste
         for kind, found in kinds.items():
             for name, values in start_ratios(found, "plain", step).items():
                 outcomes[(name, kind)] = compare(values, 1.0)
-                points[(name, kind)] = _median_mean(values)
+                points[(name, kind)] = point_value(values)
         return outcomes, points
 
     def finding(step, check):
@@ -407,10 +403,9 @@ def realdata_findings(comparisons, random_comparisons, finals: pd.DataFrame, ste
     broad_last = start_ratios(kinds["k-means++"], BROAD, steps)
     recipes = {name: compare(broad_last[name], plain_last[name], margin) for name in plain_last}
     recipe_outcome = combine(c.verdict for c in recipes.values())
-    seeds = {name: f"{len(v)} training seed{'s' * (len(v) != 1)}" for name, v in plain_last.items()}
-    recipe_lines = [f"{name}: {BROAD} {_median_mean(broad_last[name]):.3f} vs plain {_median_mean(plain_last[name]):.3f} "
-                    f"after step {steps} (each the median over {seeds[name]}); paired by seed, the median "
-                    f"difference {c.text()} -> {c.verdict}" for name, c in recipes.items()]
+    recipe_lines = [f"{name}, after step {steps}: "
+                    + versus_text(BROAD, broad_last[name], "plain", plain_last[name], c, "training seed")
+                    + f" -> {c.verdict}" for name, c in recipes.items()]
     return {
         "estimator_equals_kmeans": Finding(
             f"{int(equal.sum())} of {len(equal)} data sets: same labels and centers (1e-10) as KMeans from all "

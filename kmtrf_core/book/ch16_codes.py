@@ -30,7 +30,7 @@ from ..training import TrainConfig
 from ..validation import check_int
 from .claims import Finding
 from .heldout import eval_tasks, ratio_at  # noqa: F401  (eval_tasks: the doctests)
-from .uncertainty import combine, compare, equivalent
+from .uncertainty import combine, compare, equivalent, point_value
 
 __all__ = ["GRAY_MARGIN", "ORDER_MARGIN", "code_table", "codes_findings", "order_gaps", "order_sensitivity",
            "spectral_gammas"]
@@ -279,7 +279,7 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
         na = compare(held_out["na"], 1.0)
         checks["na"] = {"reproduced": "not reproduced", "not reproduced": "reproduced"}.get(na.verdict, na.verdict)
     outcome = combine(checks.values())
-    points = {s: _median_mean(held_out[s]) for s in [*below, *(["na"] if "na" in held_out else [])]}
+    points = {s: point_value(held_out[s]) for s in [*below, *(["na"] if "na" in held_out else [])]}
     needed = Finding(
         f"held-out ratio to one Lloyd step: {_fmt(points)} (95% intervals: "
         + ", ".join(f"{s} {c.text()} from 1" for s, c in below.items())
@@ -298,7 +298,7 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
         on = compare(judged, 1.0)
         text = f"scalar codes (d + 1), stop rule: final {sc['final']:.3f}, held-out step 1 {sc['step1']:.3f}"
         if probe is not None:
-            text += (f"; longer probe: final {probe['final']:.3f}, held-out step 1 {_median_mean(judged):.3f} "
+            text += (f"; longer probe: final {probe['final']:.3f}, held-out step 1 {point_value(judged):.3f} "
                      f"({on.text()} from 1)")
         else:
             text += f" ({on.text()} from 1)"
@@ -322,8 +322,8 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
         outcome = combine(checks.values())
         order_finding = Finding(
             "relabelling the centers moves the step by "
-            + ", ".join(f"{s.upper()} {_median_mean(order[s]['trained']):.2f} trained, "
-                        f"{_median_mean(order[s]['initial']):.2f} at initialization" for s in moved)
+            + ", ".join(f"{s.upper()} {point_value(order[s]['trained']):.2f} trained, "
+                        f"{point_value(order[s]['initial']):.2f} at initialization" for s in moved)
             + f" Lloyd steps; NA {na_gap:.1e}; initialization - trained: "
             + ", ".join(f"{s} {c.text()}" for s, c in moved.items()),
             outcome,
@@ -334,14 +334,9 @@ def codes_findings(summary, table, sensitivity, held_out: dict, probe=None, marg
             uncertainty="; ".join(f"{s}: {c.text()}" for s, c in moved.items()))
     same = equivalent(held_out["gc"], held_out["bn"], margin)
     gray = Finding(
-        f"after one step on held-out tasks: Gray {_median_mean(held_out['gc']):.3f}, BN "
-        f"{_median_mean(held_out['bn']):.3f}; GC - BN {same.text()}", same.verdict,
+        f"after one step on held-out tasks: Gray {point_value(held_out['gc']):.3f}, BN "
+        f"{point_value(held_out['bn']):.3f}; GC - BN {same.text()}", same.verdict,
         check=f"the 95% interval of GC - BN (ratio to Lloyd after one step, the same tasks) inside +-{margin:g}",
         report=f"Gray-coded BN and BN the same within {margin:g}: {same.text()} -> {same.verdict}",
         uncertainty=same.text())
     return {"codes_needed": needed, "one_dimension_learns": one, "code_order": order_finding, "gray_order": gray}
-
-
-def _median_mean(values) -> float:
-    """Median over seeds of the mean over tasks (the statistic the intervals are about)."""
-    return float(np.median(np.asarray(values, dtype=float).reshape(-1, np.shape(values)[-1]).mean(axis=1)))

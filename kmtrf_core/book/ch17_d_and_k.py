@@ -10,14 +10,14 @@ The padding is the paper room's (:func:`~kmtrf_core.padding.pad_tasks`,
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..evaluate import trajectory_table
 from ..training import TrainConfig  # noqa: F401  (the doctests use it)
 from .claims import Finding
+from .comparisons import interval_finding
 from .heldout import eval_tasks, task_ratios, transfer_trajectories  # noqa: F401  (eval_tasks: the doctests)
-from .uncertainty import combine, compare
+from .uncertainty import compare, point_value
 
 __all__ = ["padding_finding", "size_transfer"]
 
@@ -128,21 +128,9 @@ def padding_finding(samples: dict, own: str, wide: str, test: str, steps: int, t
             outcome = compare(theirs, mine * (1 + tolerance))
             key = f"{scheme.upper()} step{step}"
             outcomes[key] = outcome
-            parts.append(f"{key}: {_mean(theirs):.3f} vs {_mean(mine):.3f} "
+            parts.append(f"{key}: {point_value(theirs):.3f} vs {point_value(mine):.3f} "
                          f"(wide - {1 + tolerance:g} x own: {outcome.text()})")
-    verdicts = [c.verdict for c in outcomes.values()]
-    result = combine(verdicts)
-    ok, lost = verdicts.count("reproduced"), verdicts.count("not reproduced")
-    open_ = verdicts.count("inconclusive")
-    tail = ", ".join(t for t in (f"{lost} not" if lost else "", f"{open_} inconclusive" if open_ else "") if t)
-    return Finding(f"{test}, wide vs own: " + "; ".join(parts), result,
-                   check=f"the wide layer within {tolerance:.0%} of the own layer, per scheme, after 1 and T steps "
-                         "(95% interval of wide - (1 + tolerance) own below 0)",
-                   report=f"{ok} of {len(verdicts)} checks within {tolerance:.0%} (95% intervals)"
-                          + (f", {tail}" if tail else "") + f" -> {result}",
-                   uncertainty="; ".join(f"{key}: {c.text()}" for key, c in outcomes.items()))
-
-
-def _mean(values) -> float:
-    """Median over seeds of the mean over tasks (the tables' statistic)."""
-    return float(np.median(values.mean(axis=-1)))
+    return interval_finding(f"{test}, wide vs own: " + "; ".join(parts), outcomes,
+                            check=f"the wide layer within {tolerance:.0%} of the own layer, per scheme, after 1 and T "
+                                  "steps (95% interval of wide - (1 + tolerance) own below 0)",
+                            what=f"checks within {tolerance:.0%}")

@@ -20,7 +20,7 @@ import torch
 from ..evaluate import center_trajectory
 from ..tasks import sample_tasks  # noqa: F401  (the doctests use it)
 from ..validation import check_int
-from .claims import better_finding
+from .comparisons import better_finding
 
 __all__ = ["geometric_schedule", "multistep_training_findings", "schedule_trajectories"]
 
@@ -78,7 +78,7 @@ def schedule_trajectories(model, X: torch.Tensor, C: torch.Tensor, steps: int, s
 def multistep_training_findings(samples: dict, inference: dict, labels, unroll: int, steps: int) -> dict:
     """The three verdicts of chapter 18, from the layers' per-task ratios to Lloyd on held-out tasks.
 
-    Each is :func:`~kmtrf_core.book.claims.better_finding`: a variant beats the
+    Each is :func:`~kmtrf_core.book.comparisons.better_finding`: a variant beats the
     baseline only when the 95% interval of the difference is below minus the margin.
 
     Parameters

@@ -18,7 +18,7 @@ from ..algorithms import compare_algorithms
 from ..model import check_model
 from ..tasks import sample_tasks  # noqa: F401  (the doctests use it)
 from .claims import Finding, verdict
-from .uncertainty import RESAMPLES, combine, draws_interval
+from .uncertainty import RESAMPLES, combine, draws_interval, tally
 
 __all__ = ["algorithm_finding", "algorithm_table"]
 
@@ -117,8 +117,7 @@ def algorithm_finding(table, step: int = 1, factor: float = 0.5, grids: dict | N
                                 for (model, test), (v, lo, hi, _) in outcomes.items())
         text += f"; best variant / Lloyd, 95% CI over tasks: {uncertainty}"
         report = (f"{ok} of {len(verdicts)} (model, family) pairs below {factor:g} on 95% intervals "
-                  f"({verdicts.count('not reproduced')} above, {verdicts.count('inconclusive')} inconclusive) -> "
-                  f"{outcome}")
+                  f"({tally(verdicts, None)}) -> {outcome}")
     else:
         wins = best < factor * at["lloyd"]
         ok = int(wins.sum())

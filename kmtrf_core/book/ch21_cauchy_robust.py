@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from .claims import MARGIN, below_finding
-from .uncertainty import compare, point_value
+from .comparisons import MARGIN, below_finding
+from .uncertainty import compare, point_value, versus_text
 
 __all__ = ["trim_against_paper", "trim_findings"]
 
@@ -37,7 +35,7 @@ def trim_findings(samples: dict, labels) -> tuple[dict, dict]:
     -------
     findings : dict
         Claim id -> :class:`~kmtrf_core.book.claims.Finding` for ``trim_cauchy``
-        and ``trim_transfer`` (:func:`~kmtrf_core.book.claims.below_finding`
+        and ``trim_transfer`` (:func:`~kmtrf_core.book.comparisons.below_finding`
         after one step, over the trimmed layers: each one's 95% interval below 1).
     paper_loss : dict
         Claim id -> the layers with the paper's loss and their ratios after one step (rounded).
@@ -58,7 +56,7 @@ def trim_findings(samples: dict, labels) -> tuple[dict, dict]:
     for claim_id, family in (("trim_cauchy", "cauchy"), ("trim_transfer", "normal")):
         values = {label: samples[(label, family)][1] for label in trimmed}
         findings[claim_id] = below_finding(values, f"{family}, ratio after one step")
-        paper_loss[claim_id] = {label: round(float(np.median(samples[(label, family)][1].mean(axis=-1))), 3)
+        paper_loss[claim_id] = {label: round(point_value(samples[(label, family)][1]), 3)
                                 for label in labels if label.startswith("0:")}
     return findings, paper_loss
 
@@ -97,6 +95,7 @@ def trim_against_paper(samples: dict, labels, margin: float = MARGIN) -> tuple[d
 
     Examples
     --------
+    >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> levels = {("0:bn", "cauchy"): 0.8, ("0:bn", "normal"): 1.2, ("0.1:bn", "cauchy"): 1.2,
     ...           ("0.1:bn", "normal"): 1.21}
@@ -126,9 +125,7 @@ def trim_against_paper(samples: dict, labels, margin: float = MARGIN) -> tuple[d
                        else "higher" if c.low > margin or c.difference == math.inf
                        else "within margin" if -margin <= c.low and c.high <= margin else "inconclusive")
             outcomes[(test, trimmed)] = outcome
-            seeds = f"{len(np.atleast_2d(a))} seed{'s' * (len(np.atleast_2d(a)) != 1)}"
-            parts.append(f"{test}, {trimmed} {point_value(a):.3f} vs {paper} {point_value(b):.3f} (medians over "
-                         f"{seeds}, the difference paired by seed) {c.text()}, {outcome}")
+            parts.append(f"{test}, {versus_text(trimmed, a, paper, b, c)}, {outcome}")
     counts = [list(outcomes.values()).count(word) for word in _OUTCOMES]
     parts.append(f"the trimmed layer lower in {counts[0]} of {len(outcomes)}, higher in {counts[1]}, "
                  f"within the margin in {counts[2]}, inconclusive in {counts[3]}")

@@ -11,12 +11,8 @@ as ``<id>_value``, ``<id>_verdict`` and ``<id>_profile``, and the claims ledger
 page pastes them, so the ledger always shows what the last build computed.
 Outside a notebook :func:`record` just returns the record.
 
-The comparisons several chapters share are here too, each decided on a 95%
-bootstrap interval over held-out tasks and seeds with a stated margin
-(:mod:`~kmtrf_core.book.uncertainty`), ``"inconclusive"`` when the interval
-straddles it: :func:`better_finding` (variants against a baseline),
-:func:`below_finding` (values below a threshold such as one Lloyd step) and
-:func:`versus_finding` (two models, test by test).
+The comparisons several chapters share, each returning a :class:`Finding`, are
+in :mod:`~kmtrf_core.book.comparisons`.
 """
 
 from __future__ import annotations
@@ -30,10 +26,9 @@ import pandas as pd
 
 from ..validation import check_choice, check_int
 from .profiles import get_profile
-from .uncertainty import combine, compare, point_value
 
-__all__ = ["CLAIMS", "CLAIM_COLUMNS", "MARGIN", "VERDICTS", "Claim", "Finding", "Record", "below_finding", "better_finding",
-           "claims_table", "glue_value", "progression", "record", "rests_on", "verdict", "versus_finding"]
+__all__ = ["CLAIMS", "CLAIM_COLUMNS", "VERDICTS", "Claim", "Finding", "Record", "claims_table", "glue_value",
+           "progression", "record", "rests_on", "verdict"]
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive")
 
@@ -485,116 +480,3 @@ def claims_table(rows, columns=CLAIM_COLUMNS, index: bool = True, words: bool = 
     if not words:
         table[columns[-1]] = table[columns[-1]].astype(bool)
     return table.set_index(columns[0]) if index else table
-
-
-MARGIN = 0.01
-"""How much lower a ratio to Lloyd must be, beyond the noise, for "A beats B" (1% of one Lloyd step's loss)."""
-
-
-def better_finding(samples: dict, baseline: str, what: str, margin: float = MARGIN, **options) -> Finding:
-    """A verdict on each variant beating a baseline by ``margin``, decided on intervals (chapter 18).
-
-    Parameters
-    ----------
-    samples : dict
-        Label -> per-task values ``(S, B)`` or ``(B,)``, lower is better (ratios to Lloyd from
-        :func:`~kmtrf_core.book.heldout.task_ratios`, at one step); includes ``baseline``. Paired:
-        every label on the same tasks.
-    baseline : str
-        The label to beat.
-    what : str
-        What the number is, for the value text.
-    margin : float
-        :func:`~kmtrf_core.book.uncertainty.compare`'s margin.
-    **options
-        Passed to :func:`~kmtrf_core.book.uncertainty.compare` (``level``, ``resamples``, ``seed``).
-
-    Returns
-    -------
-    Finding
-        Its verdict :func:`~kmtrf_core.book.uncertainty.combine` of the variants' comparisons;
-        the value and ``uncertainty`` give each difference with its interval.
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(0)
-    >>> tasks = 1 + 0.1 * rng.standard_normal(256)
-    >>> f = better_finding({"fixed": tasks, "anneal": tasks - 0.05, "other": tasks + 0.001}, "fixed", "ratio")
-    >>> f.verdict, f.report
-    ('partly', '1 of 2 beat fixed by 0.01 (95% intervals), 1 not -> partly')
-    """
-    base = samples[baseline]
-    others = {label: value for label, value in samples.items() if label != baseline}
-    outcomes = {label: compare(value, base, margin, **options) for label, value in others.items()}
-    return _interval_finding(
-        f"{what}: {baseline} {point_value(base):.3f}; " + ", ".join(
-            f"{label} {point_value(others[label]):.3f} ({c.text()})" for label, c in outcomes.items()),
-        outcomes, check=f"each variant below {baseline} by at least {margin:g}, the 95% interval of the "
-                        "difference on one side", what=f"beat {baseline} by {margin:g}")
-
-
-def below_finding(samples: dict, what: str, threshold: float = 1.0, margin: float = 0.0, **options) -> Finding:
-    """A verdict on each value being below ``threshold`` (e.g. one Lloyd step), decided on intervals.
-
-    ``samples``: label -> per-task values (see :func:`better_finding`).
-
-    >>> rng = np.random.default_rng(0)
-    >>> f = below_finding({"OH": 0.9 + 0.1 * rng.standard_normal(256), "BN": 1.2 + 0.1 * rng.standard_normal(256)},
-    ...                   "held-out ratio")
-    >>> f.verdict, f.report
-    ('partly', '1 of 2 below 1 (95% intervals), 1 not -> partly')
-    """
-    outcomes = {label: compare(value, threshold, margin, **options) for label, value in samples.items()}
-    return _interval_finding(
-        f"{what}: " + ", ".join(f"{label} {point_value(samples[label]):.3f} ({c.text()} from {threshold:g})"
-                                for label, c in outcomes.items()),
-        outcomes, check=f"every value below {threshold:g}" + (f" by {margin:g}" if margin else "")
-                        + ", its 95% interval entirely below", what=f"below {threshold:g}")
-
-
-def versus_finding(samples: dict, label: str, baseline: str, margin: float = MARGIN, **options) -> Finding:
-    """Per test, is ``label`` below ``baseline`` by ``margin``, decided on intervals (chapter 19)?
-
-    Parameters
-    ----------
-    samples : dict
-        ``(model, test)`` -> per-task values (see :func:`better_finding`), paired within a test.
-    label, baseline : str
-        The two models.
-    margin : float
-        As in :func:`better_finding`.
-
-    Returns
-    -------
-    Finding
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(0)
-    >>> normal, gumbel = 1 + 0.1 * rng.standard_normal((2, 256))
-    >>> samples = {("plain", "normal"): normal, ("ffn", "normal"): normal - 0.1,
-    ...            ("plain", "gumbel"): gumbel, ("ffn", "gumbel"): gumbel + 0.1}
-    >>> versus_finding(samples, "ffn", "plain").verdict
-    'partly'
-    """
-    tests = [test for model, test in samples if model == baseline]
-    outcomes = {test: compare(samples[(label, test)], samples[(baseline, test)], margin, **options)
-                for test in tests}
-    return _interval_finding(
-        f"{label} vs {baseline}: " + "; ".join(
-            f"{test} {point_value(samples[(label, test)]):.3f} vs {point_value(samples[(baseline, test)]):.3f} ({c.text()})"
-            for test, c in outcomes.items()),
-        outcomes, check=f"{label} below {baseline} by at least {margin:g} on every test, the 95% interval of the "
-                        "difference on one side", what="tests better")
-
-
-def _interval_finding(value: str, outcomes: dict, check: str, what: str) -> Finding:
-    verdicts = [c.verdict for c in outcomes.values()]
-    outcome = combine(verdicts)
-    won = verdicts.count("reproduced")
-    lost, open_ = verdicts.count("not reproduced"), verdicts.count("inconclusive")
-    tail = ", ".join(part for part in (f"{lost} not" if lost else "", f"{open_} inconclusive" if open_ else "")
-                     if part)
-    return Finding(value, outcome, check=check,
-                   report=f"{won} of {len(verdicts)} {what} (95% intervals){', ' + tail if tail else ''} -> {outcome}",
-                   uncertainty="; ".join(f"{key}: {c.text()}" for key, c in outcomes.items()))

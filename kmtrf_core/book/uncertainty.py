@@ -16,7 +16,10 @@ numbers:
   threshold such as one Lloyd step, 1);
 * :func:`equivalent`: the verdict of "``a`` and ``b`` are the same within
   ``margin``": ``"reproduced"`` only when the whole interval lies inside it;
-* :func:`combine`: one verdict from several checks.
+* :func:`combine`: one verdict from several checks, and :func:`tally` the count
+  of each way they went;
+* :func:`versus_text`: two models' values beside their paired difference's
+  interval, saying which statistic each is.
 * :func:`draws_interval`: the percentile interval of a statistic a chapter
   resampled itself.
 * :func:`seed_range`: for a step (where a run first beat Lloyd, or
@@ -41,7 +44,8 @@ import pandas as pd
 from ..validation import check_int, check_number
 
 __all__ = ["Comparison", "INTERVAL_LEVEL", "RESAMPLES", "bootstrap_interval", "combine", "compare",
-           "draws_interval", "equivalent", "point_value", "range_ahead", "range_text", "ratio_interval", "seed_range"]
+           "draws_interval", "equivalent", "point_value", "range_ahead", "range_text", "ratio_interval", "seed_range",
+           "tally", "versus_text"]
 
 INTERVAL_LEVEL = 0.95
 """The confidence level of every interval the book states."""
@@ -372,6 +376,45 @@ def combine(verdicts) -> str:
         return "not reproduced"
     return "inconclusive"
 
+
+
+def tally(verdicts, below: str | None = "below", above: str | None = "above",
+          inconclusive: str | None = "inconclusive", *, zeros: bool = True) -> str:
+    """How many of ``verdicts`` went each way, in words: ``"3 below, 1 above, 0 inconclusive"``.
+
+    ``below``, ``above`` and ``inconclusive`` name the counts of ``"reproduced"``, ``"not
+    reproduced"`` and ``"inconclusive"``; a name given as ``None`` leaves its count out, and
+    ``zeros=False`` leaves out the counts that are 0.
+
+    >>> verdicts = ["reproduced", "reproduced", "inconclusive"]
+    >>> tally(verdicts), tally(verdicts, "better", "worse"), tally(verdicts, None, "not", zeros=False)
+    ('2 below, 0 above, 1 inconclusive', '2 better, 0 worse, 1 inconclusive', '1 inconclusive')
+    """
+    verdicts = list(verdicts)
+    allowed = ("reproduced", "not reproduced", "inconclusive")
+    if any(v not in allowed for v in verdicts):
+        raise ValueError(f"verdicts must be a sequence of {allowed}, got {verdicts!r}")
+    counts = [(verdicts.count(v), word) for v, word in zip(allowed, (below, above, inconclusive))]
+    return ", ".join(f"{count} {word}" for count, word in counts if word is not None and (zeros or count))
+
+
+def versus_text(a_label: str, a, b_label: str, b, comparison: Comparison, unit: str = "seed") -> str:
+    """Two models' values and the interval of their paired difference, saying which statistic each is.
+
+    The two values are :func:`point_value` (each model's median over its seeds of the mean over
+    tasks); the difference is the median over seed pairs, so with three seeds or more it need not
+    be the difference of the two medians, and the text says so. ``unit`` names the seeds.
+
+    >>> noise = 0.05 * np.random.default_rng(0).standard_normal((3, 64))
+    >>> a, b = np.array([[1.0], [1.5], [2.0]]) + noise, np.array([[1.1], [1.2], [2.5]]) + noise
+    >>> text = versus_text("trimmed", a, "paper", b, compare(a, b, 0.01), "training seed")
+    >>> print(text)  # doctest: +NORMALIZE_WHITESPACE
+    trimmed 1.503 vs paper 1.203 (medians over 3 training seeds, the difference paired by seed)
+    -0.100 [-0.500, +0.300] (95% CI; margin 0.01)
+    """
+    seeds = len(np.atleast_2d(np.asarray(a, dtype=float)).reshape(-1, np.shape(a)[-1]))
+    return (f"{a_label} {point_value(a):.3f} vs {b_label} {point_value(b):.3f} (medians over {seeds} "
+            f"{unit}{'s' * (seeds != 1)}, the difference paired by seed) {comparison.text()}")
 
 def seed_range(steps: pd.Series, never: float = math.nan) -> tuple[pd.Series, pd.Series]:
     """The earliest and the latest of a step over seeds, per group (every index level but ``seed``).
