@@ -52,7 +52,11 @@ CHROMEDRIVER := /usr/bin/chromedriver
 
 venv: $(STAMP)
 
+# requirements.txt pins numpy, scipy, pandas, matplotlib and scikit-learn releases that need
+# Python 3.11 or newer: refuse an older $(PYTHON) in one line instead of a pip failure.
 $(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(None if v >= (3, 11) else \
+	  f"$(PYTHON) is Python {v[0]}.{v[1]}; kmtrf needs 3.11 or newer: e.g. make PYTHON=python3.12")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -r requirements.txt
 	$(BIN)/python -m pip install -e . --no-deps

@@ -136,6 +136,50 @@ def test_colab_cell_does_nothing_off_colab():
     assert calls == [], "the Colab cell tried to install outside Colab"
 
 
+def _run_colab_cell(monkeypatch, on_colab: bool) -> list:
+    """Execute the Colab cell with a stand-in subprocess (and google.colab when ``on_colab``)."""
+    import sys
+
+    calls = []
+    fake_subprocess = type(sys)("subprocess")
+    fake_subprocess.run = lambda *a, **k: calls.append(a)
+    monkeypatch.setitem(sys.modules, "subprocess", fake_subprocess)
+    if on_colab:
+        monkeypatch.setitem(sys.modules, "google", type(sys)("google"))
+        monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    else:
+        monkeypatch.setitem(sys.modules, "google.colab", None)  # None: the import fails
+    exec(colab_cell.colab_cell_source(), {})
+    return calls
+
+
+def test_colab_cell_leaves_the_profile_alone_off_colab(monkeypatch, capsys):
+    import os
+
+    monkeypatch.delenv("KMTRF_PROFILE", raising=False)
+    assert _run_colab_cell(monkeypatch, on_colab=False) == []
+    assert "KMTRF_PROFILE" not in os.environ
+    assert capsys.readouterr().out == ""
+
+
+def test_colab_cell_on_colab_runs_quick_unless_a_profile_is_chosen(monkeypatch, capsys):
+    # issue: chapter 9 opened alone on Colab trained the book profile's runs one after another
+    import os
+
+    monkeypatch.delenv("KMTRF_PROFILE", raising=False)
+    assert len(_run_colab_cell(monkeypatch, on_colab=True)) == 1  # the pip install
+    assert os.environ["KMTRF_PROFILE"] == "quick"
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2, lines
+    assert "KMTRF_PROFILE=quick" in lines[0] and "os.environ['KMTRF_PROFILE'] = 'book'" in lines[0]
+    assert "HTML book" in lines[1] and "cell outputs" in lines[1]  # {glue:text} stays raw on Colab
+
+    monkeypatch.setenv("KMTRF_PROFILE", "paper")
+    _run_colab_cell(monkeypatch, on_colab=True)
+    assert os.environ["KMTRF_PROFILE"] == "paper"
+    assert "KMTRF_PROFILE=paper" in capsys.readouterr().out
+
+
 # --- table of contents -------------------------------------------------------------
 
 TOC_FILES = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8")))

@@ -46,11 +46,15 @@ def colab_cell_source(config_path: Path | str = CONFIG) -> str:
 
     The guard is a try-import: ``importlib.util.find_spec("google.colab")`` raises
     ModuleNotFoundError (instead of returning None) where no ``google`` package exists.
+    On Colab the cell also makes ``quick`` the profile unless ``KMTRF_PROFILE`` is set
+    (at ``book`` a chapter opened alone trains every layer it lacks, one after another),
+    and prints which profile runs, how to choose another, and that the values
+    the prose quotes (``{glue:text}``) show in the HTML book, not on Colab.
     """
     requirement = install_requirement(config_path)
     return (
         "# Colab set-up: install kmtrf_core from the repository; elsewhere this does nothing.\n"
-        "import subprocess, sys\n"
+        "import os, subprocess, sys\n"
         "try:\n"
         "    import google.colab  # noqa: F401  (importable only on Colab)\n"
         "except ImportError:\n"
@@ -58,7 +62,13 @@ def colab_cell_source(config_path: Path | str = CONFIG) -> str:
         "else:\n"
         f'    requirement = "{requirement}"\n'
         '    pip = [sys.executable, "-m", "pip", "install", "-q", requirement]\n'
-        "    subprocess.run(pip, check=True)"
+        "    subprocess.run(pip, check=True)\n"
+        "    # quick unless chosen: at `book` a chapter trains its layers one by one (Preface)\n"
+        '    os.environ.setdefault("KMTRF_PROFILE", "quick")\n'
+        """    print(f"Profile: KMTRF_PROFILE={os.environ['KMTRF_PROFILE']}. For the HTML book's "\n"""
+        """          "sizes run os.environ['KMTRF_PROFILE'] = 'book' (slow, see the Preface), "\n"""
+        """          "then the cells below.")\n"""
+        '    print("Numbers the text quotes show in the HTML book; here, read the cell outputs.")'
     )
 
 

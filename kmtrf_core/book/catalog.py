@@ -298,7 +298,10 @@ def main(argv=None) -> int:
     Options: ``--profile`` (default ``$KMTRF_PROFILE``, else ``book``),
     ``--workers`` (local cluster size, default one per core), ``--scheduler``
     (an existing Dask cluster; else ``$KMTRF_SCHEDULER``), ``--list`` (show
-    the groups and stop). Returns 0, or 1 when a run failed.
+    the groups and stop). Returns 0, or 1 when a run failed; an unknown
+    profile, from ``--profile`` or ``$KMTRF_PROFILE``, ends it with status 2
+    and one line. Runs are cached in :func:`~kmtrf_core.training.cache_dir`
+    (``$KMTRF_CACHE``, else ``~/.cache/kmtrf``), which ``--help`` names.
 
     >>> import contextlib, io
     >>> with contextlib.redirect_stdout(io.StringIO()) as out:
@@ -306,19 +309,30 @@ def main(argv=None) -> int:
     >>> status, "figure2a" in out.getvalue()
     (0, True)
     """
-    parser = argparse.ArgumentParser(prog="python -m kmtrf_core.book.catalog",
-                                     description="Train every missing run of the book's catalog on Dask.")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default=None)
+    from .profiles import DEFAULT, ENV_VAR  # for --help only; not public names of profiles
+
+    parser = argparse.ArgumentParser(
+        prog="python -m kmtrf_core.book.catalog",
+        description="Train every missing run of the book's catalog on Dask.",
+        epilog=f"Trained runs are cached in $KMTRF_CACHE, else ~/.cache/kmtrf (make models and make book "
+               f"set _build/runs); here: {cache_dir()}.")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                        help=f"the profile whose catalog to train (default: ${ENV_VAR}, else {DEFAULT})")
     parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: one per core)")
     parser.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
-    parser.add_argument("--list", action="store_true", help="list the run groups and stop")
+    parser.add_argument("--list", action="store_true",
+                        help="list the run groups (how many of each group's runs the cache holds) and stop")
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
-    catalog = book_catalog(args.profile)
+    try:
+        catalog = book_catalog(args.profile)
+    except ValueError as err:  # an unknown $KMTRF_PROFILE: one line, no traceback
+        parser.error(f"{err}; set {ENV_VAR} to one of them or pass --profile")
     with pd.option_context("display.max_colwidth", 60, "display.width", 200):
         print(catalog.table().drop(columns=["budget"]).to_string())
     if args.list:
+        print(f"cached: the group's runs found in {cache_dir()} ($KMTRF_CACHE, else ~/.cache/kmtrf)")
         return 0
     configs = catalog.configs()
     print(f"{len(configs)} runs in the {catalog.profile.name} catalog; cache: {cache_dir()}", flush=True)

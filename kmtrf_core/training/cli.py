@@ -3,10 +3,11 @@
 One option per :class:`~kmtrf_core.training.TrainConfig` field, generated from
 the dataclass (``--val-tasks`` for ``val_tasks``; the help text, the choices
 and the default come from the field), plus ``--out``, ``--checkpoint-every``,
-``--resume`` and ``--graph`` (on CUDA, the training step replayed as one
-captured CUDA graph, :mod:`kmtrf_core.training.graphs`; on a CPU, or for a
-config no graph can hold, the command ends with status 2 and one line saying
-why).
+``--resume``, ``--overwrite`` and ``--graph`` (on CUDA, the training step
+replayed as one captured CUDA graph, :mod:`kmtrf_core.training.graphs`; on a
+CPU, or for a config no graph can hold, the command ends with status 2 and one
+line saying why). A usage error prints two lines, not argparse's whole usage:
+``usage: ... (--help lists every option)`` and ``PROG: error: what to do``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ PROG = "python -m kmtrf_core.training"
 SEED_MAX = 2**63 - 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a usage error prints one short usage line instead of every option's."""
+
+    def error(self, message):
+        usage = f"usage: {self.prog} [OPTIONS] (--help lists every option)"
+        self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
+
+
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """argparse's ``(default: X)`` after each option's help, but for a default of ``None``, whose help says
     itself what leaving the option out does (``--device``, ``--gamma-end``, ...) or else gets "off if omitted"."""
@@ -47,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     >>> parser.parse_args(["--scheme", "oh", "--seeds", "0", "1", "--anisotropic"]).seeds
     [0, 1]
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Train the clustering transformer layer (Algorithm 1 of Park et al.) on sampled tasks.",
         formatter_class=_HelpFormatter,
@@ -69,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="runs/train", help="output folder: checkpoint.pt and history.csv")
     parser.add_argument("--checkpoint-every", type=int, default=1000, help="checkpoint interval in steps")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start afresh even if OUT holds a run, replacing its checkpoint and history "
+                             "(without it or --resume, an existing OUT/checkpoint.pt stops the command)")
     parser.add_argument("--graph", action="store_true",
                         help="on CUDA, replay the training step as one captured CUDA graph (kmtrf_core.training.graphs)")
     return parser
@@ -127,13 +139,14 @@ def main(argv=None) -> int:
     ``python -m kmtrf_core.training --help`` lists the options: one per
     :class:`~kmtrf_core.training.config.TrainConfig` field (``--val-tasks``
     for ``val_tasks``, ...), and ``--out``, ``--checkpoint-every``,
-    ``--resume``, ``--graph``. A folder ``--out`` that cannot be written, a
-    ``--checkpoint-every`` below 1, a ``--resume`` without a readable
-    checkpoint there (missing, truncated, damaged, or for another config), or
-    a ``--graph`` that no CUDA graph can serve (on a CPU; for an annealed
-    gamma or tau, or a mixture of task families: the line says which) ends
-    the program before training with status 2 and one line saying what to
-    do.
+    ``--resume``, ``--overwrite``, ``--graph``. A folder ``--out`` that cannot
+    be written, a ``--checkpoint-every`` below 1, a ``--resume`` without a
+    readable checkpoint there (missing, truncated, damaged, or for another
+    config), an ``--out`` that already holds a checkpoint while neither
+    ``--resume`` nor ``--overwrite`` is given, or a ``--graph`` that no CUDA
+    graph can serve (on a CPU; for an annealed gamma or tau, or a mixture of
+    task families: the line says which) ends the program before training with
+    status 2 and one line saying what to do (after a one-line usage).
 
     Parameters
     ----------
@@ -161,9 +174,14 @@ def main(argv=None) -> int:
         parser.error(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
     if args.graph and (reason := graph_obstacle(config, resolve_device(config.device))) is not None:
         parser.error(f"--graph: {reason}")
+    if args.resume and args.overwrite:
+        parser.error("--resume continues the run in --out and --overwrite replaces it; give one of them")
     out = Path(args.out)
     _check_out(parser, out)
     ckpt = out / "checkpoint.pt"
+    if not args.resume and not args.overwrite and ckpt.exists():
+        parser.error(f"--out {out} already holds a run ({ckpt}); add --resume to continue it, --overwrite "
+                     "to replace it, or choose another --out")
     if args.resume:
         if not ckpt.is_file():
             parser.error(f"--resume: no checkpoint at {ckpt}; run without --resume to start, or point --out "
