@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 from .explicit_attention import explicit_attention
 from .softmax import SHORT_ROW, softmax_last
-from .validation import check_finite_result, check_int, check_number, check_same_dtype, check_tensor
+from .validation import check_choice, check_finite_result, check_int, check_number, check_same_dtype, check_tensor
 
 __all__ = ["sqdist", "squared_distances", "task_sqdist", "attention_weights", "hardmax_weights", "distance_attention", "attend"]
 
@@ -192,14 +192,17 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, gamma: float, d_emb: int
 
     ``softmax(-gamma / sqrt(d_emb) * sqdist(q, k))`` over the keys, or
     :func:`hardmax_weights` of ``sqdist(q, k)`` when ``gamma`` is ``math.inf``
-    (Appendix B).
+    (Appendix B). Both are computed after moving queries and keys by the
+    first key, as :func:`sqdist` does: the weights do not change, and float32
+    keeps its digits for data far from the origin.
 
     Parameters
     ----------
     q : torch.Tensor
         Projected queries ``(..., q, m)``, i.e. ``Zq @ Q.T``.
     k : torch.Tensor
-        Projected keys ``(..., r, m)``, i.e. ``Zk @ K.T``.
+        Projected keys ``(..., r, m)``, i.e. ``Zk @ K.T``; leading dimensions
+        broadcast against ``q``'s.
     gamma : float
         Inverse temperature, ``> 0``; ``math.inf`` for the exact limit.
     d_emb : int, optional
@@ -217,16 +220,32 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, gamma: float, d_emb: int
     tensor([[1., 0.]])
     >>> attention_weights(q, k, 1.0).sum().item()
     1.0
+
+    Far from the origin, float32 weights agree with float64's:
+
+    >>> g = torch.Generator().manual_seed(0)
+    >>> q, k = torch.rand(200, 3, generator=g) + 1000, torch.rand(7, 3, generator=g) + 1000
+    >>> W, W64 = attention_weights(q, k, 10.0), attention_weights(q.double(), k.double(), 10.0)
+    >>> bool((W.double() - W64).abs().max() < 1e-3)
+    True
     """
     check_tensor(q, "q", None, min_rank=2)
     check_tensor(k, "k", None, min_rank=2, last=q.shape[-1])
     check_same_dtype(q, k, "q and k")
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"q and k must have broadcastable leading dimensions, got shapes {tuple(q.shape)} "
+                         f"and {tuple(k.shape)}") from None
     gamma = check_number(gamma, "gamma", allow_inf=True)
     if d_emb is not None:
         check_int(d_emb, "d_emb")
     if math.isinf(gamma):
-        return _hardmax(check_finite_result(squared_distances(q, k, center=False), "squared distances"))
-    return check_finite_result(_weights(q, k, gamma, d_emb), "attention logits")
+        return _hardmax(check_finite_result(squared_distances(q, k), "squared distances"))
+    # softmax over the keys ignores a common shift of queries and keys; by a key, 2 q.k - |k|^2 no longer
+    # cancels far from the origin (the model's _weights keeps its unshifted form: training is unchanged)
+    shift = k[..., :1, :]  # (..., 1, m)
+    return check_finite_result(_weights(q - shift, k - shift, gamma, d_emb), "attention logits")
 
 
 def _weights(q: torch.Tensor, k: torch.Tensor, gamma: float, d_emb: int | None = None) -> torch.Tensor:
@@ -290,8 +309,7 @@ def distance_attention(
         check_same_dtype(Zq, W, f"Zq and {name}")
     check_same_dtype(Zq, Zk, "Zq and Zk")
     gamma = check_number(gamma, "gamma", allow_inf=True)
-    if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    impl = check_choice(impl, "impl", IMPLS)  # any case, as ClusterTransformer(impl=...) reads it
     return check_finite_result(attend(Zq, Zk, Q, K, V, gamma, impl), "attention outputs")
 
 

@@ -49,7 +49,8 @@ def code_geometry(k: int, scheme: str | None = None, codes: torch.Tensor | None 
         One of :data:`~kmtrf_core.embeddings.SCHEMES`: whose codes
         (:func:`~kmtrf_core.embeddings.cluster_codes`) to describe.
     codes : torch.Tensor, optional
-        A ``(k, m)`` code matrix to describe instead of a scheme's.
+        A ``(k, m)`` real code matrix (``k >= 2`` rows, finite) to describe
+        instead of a scheme's, on any device.
 
     Returns
     -------
@@ -61,17 +62,34 @@ def code_geometry(k: int, scheme: str | None = None, codes: torch.Tensor | None 
         squared code norm: how far a blurred assignment can throw a point's
         code).
 
+    Raises
+    ------
+    ValueError
+        Naming ``codes`` for anything but a finite real ``(k, m)`` tensor
+        with ``k >= 2``; naming ``k`` or ``scheme`` for a bad scheme.
+
     Examples
     --------
     >>> g = code_geometry(8, "bn")
     >>> g["m"], g["margin"], g["neighbors"], g["max_sqnorm"]
     (3, 1.0, 3, 3.0)
+    >>> code_geometry(3, codes=torch.eye(3))["margin"]
+    2.0
     """
     if codes is None:
         codes = cluster_codes(k, scheme, dtype=torch.float64)
+    elif not isinstance(codes, torch.Tensor):
+        raise ValueError(f"codes must be a (k, m) torch.Tensor, got {type(codes).__name__}")
+    elif codes.dim() != 2 or codes.shape[0] < 2:
+        raise ValueError(f"codes must be a (k, m) tensor with k >= 2 rows, got shape {tuple(codes.shape)}")
+    elif codes.dtype.is_complex or codes.dtype == torch.bool:
+        raise ValueError(f"codes must be a real tensor, got dtype {codes.dtype}")
     codes = codes.to(torch.float64)
+    if not bool(torch.isfinite(codes).all()):
+        raise ValueError("codes has non-finite values (nan or inf)")
     D = sqdist(codes, codes)
-    off = D + torch.diag(torch.full((codes.shape[0],), math.inf, dtype=D.dtype))
+    off = D.clone()
+    off.fill_diagonal_(math.inf)  # in place, so it stays on the codes' device
     margin = off.min().item()
     return {
         "m": codes.shape[1],
@@ -99,12 +117,13 @@ def code_lloyd_step(X: torch.Tensor, C: torch.Tensor, codes: torch.Tensor) -> to
     C : torch.Tensor
         Centers ``(B, k, d)``.
     codes : torch.Tensor
-        The ``(k, m)`` code matrix the center tokens carry, rows distinct.
+        The ``(k, m)`` code matrix the center tokens carry, rows distinct;
+        moved to ``X``'s dtype and device.
 
     Returns
     -------
     torch.Tensor
-        New centers ``(B, k, d)``.
+        New centers ``(B, k, d)``, on ``X``'s device.
 
     Examples
     --------
@@ -126,7 +145,7 @@ def code_lloyd_step(X: torch.Tensor, C: torch.Tensor, codes: torch.Tensor) -> to
     check_tensor(codes, "codes", 2)
     if codes.shape[0] != C.shape[1]:
         raise ValueError(f"codes must have one row per center, got {codes.shape[0]} rows for k={C.shape[1]}")
-    codes = codes.to(X.dtype)
+    codes = codes.to(dtype=X.dtype, device=X.device)
     Y = codes[sqdist(X, C).argmin(dim=-1)]  # (B, n, m)
     W = hardmax_weights(sqdist(codes.expand(X.shape[0], -1, -1), Y))  # (B, k, n)
     return W @ X

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .validation import check_int, check_points_centers
+from .validation import check_choice, check_int, check_points_centers
 from .attention import sqdist
 
 __all__ = ["distance_samples", "emd_matrix", "block_summary", "block_labels"]
@@ -87,7 +87,7 @@ def emd_matrix(samples, method: str = "pot", chunk: int = 256) -> np.ndarray:
     method : {"pot", "sorted"}
         ``"pot"``: ``ot.wasserstein_1d`` on all pairs, ``chunk`` pairs per call.
         ``"sorted"``: the mean absolute difference of sorted rows (equal
-        lengths only), with no POT call.
+        lengths only), with no POT call. Either in any case (``"POT"``).
     chunk : int
         Pairs per POT call.
 
@@ -104,8 +104,7 @@ def emd_matrix(samples, method: str = "pot", chunk: int = 256) -> np.ndarray:
            [1., 1., 0.]])
     """
     rows = _check_samples(samples)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    method = check_choice(method, "method", METHODS)
     check_int(chunk, "chunk")
     N = len(rows)
     out = np.zeros((N, N))
@@ -184,13 +183,17 @@ def block_summary(D, labels, include_diagonal: bool = False):
     Returns
     -------
     pandas.DataFrame
-        Blocks x blocks of mean distances.
+        Blocks x blocks of mean distances. Without the diagonal, a block of
+        one task has no pair of tasks within it: its own entry is NaN (not a
+        distance of 0).
 
     Examples
     --------
     >>> D = emd_matrix([[0.0], [0.5], [3.0], [4.0]])
     >>> block_summary(D, ["a", "a", "b", "b"]).round(2).values.tolist()
     [[0.5, 3.25], [3.25, 1.0]]
+    >>> block_summary(D, ["a", "a", "a", "b"]).round(2).values.tolist()
+    [[2.0, 2.83], [2.83, nan]]
     """
     D = np.asarray(D, dtype=np.float64)
     if isinstance(labels, (str, bytes)) or not hasattr(labels, "__iter__"):
@@ -209,7 +212,7 @@ def block_summary(D, labels, include_diagonal: bool = False):
             sub = D[np.ix_(ia, jb)]
             if a == b and not include_diagonal:
                 mask = ~np.eye(len(ia), dtype=bool)
-                out[i, j] = sub[mask].mean() if mask.any() else 0.0
+                out[i, j] = sub[mask].mean() if mask.any() else np.nan  # one task: no pair within the block
             else:
                 out[i, j] = sub.mean()
     return pd.DataFrame(out, index=blocks, columns=blocks)

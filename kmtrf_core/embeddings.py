@@ -234,7 +234,7 @@ def embed(
     X : torch.Tensor
         Points, ``(B, n, d)`` (an ensemble's ``(S, B, n, d)`` also works).
     C : torch.Tensor
-        Initial centers, ``(B, k, d)`` (or ``(S, B, k, d)``).
+        Initial centers, ``(B, k, d)`` (or ``(S, B, k, d)``, with ``X``'s ``S`` and ``B``).
     scheme : {"oh", "bn", "gc", "sc", "na"}
         Token embedding; ignored when ``codes`` is given.
     codes : torch.Tensor, optional
@@ -253,8 +253,15 @@ def embed(
     >>> Xb, Cb = embed(X, C, "bn")
     >>> Xb.shape, Cb.shape
     (torch.Size([2, 7, 6]), torch.Size([2, 5, 6]))
+    >>> embed(torch.rand(2, 3, 5, 2), torch.rand(3, 2, 3, 2))
+    Traceback (most recent call last):
+    ...
+    ValueError: X (S, B, n, d) and C (S, B, k, d) must share S and B, got shapes (2, 3, 5, 2) and (3, 2, 3, 2)
     """
     if isinstance(X, torch.Tensor) and isinstance(C, torch.Tensor) and X.dim() == 4 and C.dim() == 4:
+        if X.shape[:2] != C.shape[:2]:
+            raise ValueError(f"X (S, B, n, d) and C (S, B, k, d) must share S and B, got shapes {tuple(X.shape)} "
+                             f"and {tuple(C.shape)}")
         check_points_centers(X.flatten(0, 1), C.flatten(0, 1))  # an ensemble's (S, B, ., d) tasks
     else:
         check_points_centers(X, C)

@@ -65,10 +65,10 @@ def relative_loss(
     X, C : torch.Tensor
         Points ``(B, n, d)`` and initial centers ``(B, k, d)``.
     chunk : int
-        Tasks per forward pass.
+        Tasks per forward pass, ``>= 1``.
     reference : torch.Tensor, optional
         The denominators ``L(X, Lloyd_T(X, C))`` ``(B,)``, when already known
-        (fixed validation tasks).
+        (fixed validation tasks): finite and positive.
     steps : int
         Steps ``T`` of both algorithms.
 
@@ -78,6 +78,14 @@ def relative_loss(
         ``(B,)``, or ``(S, B)`` for an ensemble. A task that Lloyd solves
         with zero loss raises ``ValueError`` (the ratio is undefined).
 
+    Raises
+    ------
+    ValueError
+        For a ``model`` that is no :class:`ClusterTransformer`, tasks that are
+        not a valid batch (:func:`~kmtrf_core.validation.check_points_centers`),
+        a ``chunk`` or ``steps`` below 1, or a ``reference`` that is not ``B``
+        finite values; and where the reference is 0.
+
     Examples
     --------
     The constructed layer of Theorem 2.1 is one Lloyd step:
@@ -85,8 +93,20 @@ def relative_loss(
     >>> X, C = sample_tasks(3, 20, 2, 3, generator=0, dtype=torch.float64)
     >>> relative_loss(ClusterTransformer.from_lloyd(2, 3, "bn"), X, C).round(decimals=6).tolist()
     [1.0, 1.0, 1.0]
+    >>> relative_loss(ClusterTransformer.from_lloyd(2, 3, "bn"), X, C, reference=torch.ones(2))
+    Traceback (most recent call last):
+    ...
+    ValueError: reference must hold one loss per task, shape (3,), got (2,)
     """
+    model = check_model(model)
+    check_points_centers(X, C)
+    check_int(chunk, "chunk")
     check_int(steps, "steps")
+    if reference is not None:
+        check_tensor(reference, "reference", None)
+        if reference.shape != X.shape[:1]:
+            raise ValueError(f"reference must hold one loss per task, shape ({X.shape[0]},), got "
+                             f"{tuple(reference.shape)}")
     with torch.no_grad():
         if reference is None:
             reference = kmeans_objective(X, lloyd(X, C, steps=steps))  # (B,)
@@ -156,7 +176,7 @@ def center_trajectory(
     model = check_model(model)
     model.prepare_tasks(X, C)
     check_int(steps, "steps")
-    check_choice(mode, "mode", MODES)
+    mode = check_choice(mode, "mode", MODES)
     check_int(chunk, "chunk")
     schedule = _gamma_schedule(gammas, steps, model.gamma)
     d = model.d
@@ -189,6 +209,8 @@ def _marked_diverged(centers: torch.Tensor) -> torch.Tensor:
 def _gamma_schedule(gammas, steps: int, default: float) -> list:
     if gammas is None:
         return [default] * steps
+    if isinstance(gammas, (str, bytes)):  # float() reads each character of "12" as a number
+        raise ValueError(f"gammas must be a sequence of {steps} numbers, got {gammas!r}")
     try:
         values = [float(g) for g in gammas]
     except (TypeError, ValueError):
@@ -341,8 +363,7 @@ def evaluate_models(
     modes = (modes,) if isinstance(modes, str) else tuple(modes)
     if not modes:
         raise ValueError("modes must name at least one mode")
-    for mode in modes:
-        check_choice(mode, "mode", MODES)
+    modes = tuple(check_choice(mode, "mode", MODES) for mode in modes)
     tables, kept = [], {}
     for test, pair in tests.items():
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):

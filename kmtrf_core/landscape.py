@@ -141,9 +141,12 @@ def _grid_losses(model, X, C, points, directions, omega, tau):
     ens = model.like(ensemble=G)
     a = points[:, 0].to(model.Q).view(G, 1, 1, 1)
     b = points[:, 1].to(model.Q).view(G, 1, 1, 1)
-    base = model.state_dict()  # Q, K, V: (4, m, m)
-    ens.load_state_dict(dict(base, **{name: base[name] + a * directions[0][name] + b * directions[1][name]
-                                      for name in PARAMETERS}))
+    base = model.state_dict()  # Q, K, V: (4, m, m); with a feedforward block also F1, b1, F2, b2
+    # the block's weights stay at the model's: every grid point gets its own copy
+    block = {name: base[name].expand(G, *base[name].shape)
+             for name in model.parameter_names() if name not in PARAMETERS}
+    ens.load_state_dict(dict(base, **block, **{name: base[name] + a * directions[0][name] + b * directions[1][name]
+                                               for name in PARAMETERS}))
     with torch.no_grad():
         centers = ens(X, C)  # (G, B, k, d)
         Xe = X.expand(G, *X.shape).flatten(0, 1)
@@ -171,7 +174,9 @@ def loss_surface(
     Parameters
     ----------
     model : ClusterTransformer
-        A single trained layer; its weights are the origin of the plane.
+        A single trained layer; its weights are the origin of the plane. The
+        plane moves the attention's projections ``Q, K, V``; a feedforward
+        block (``ffn > 0``) keeps its weights at every grid point.
     X, C : torch.Tensor
         A fixed batch of tasks, ``(B, n, d)`` and ``(B, k, d)``.
     alphas, betas : sequence of float

@@ -40,10 +40,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .validation import check_choice, check_int, check_number, check_points_centers
+from .validation import FLOAT_DTYPES, check_choice, check_int, check_number, check_points_centers
 from .embeddings import SCHEMES, cluster_codes, embedding_dim
 from .model import ClusterTransformer
 from .objectives import OMEGAS, smoothed_kmeans_loss
+from .tasks import make_generator
+
+_COMBINE = ("max", "sum")  # how lipschitz_bound forms phi from the twelve per-matrix constants
 
 __all__ = ["center_norm_sq", "LipschitzBound", "lipschitz_bound", "random_parameters", "empirical_lipschitz"]
 
@@ -222,13 +225,14 @@ def lipschitz_bound(
         (``exp(r*/tau)/k``, Eq. 33); for sparsemax both modes use the exact
         ``2 (1 - 1/k)`` (module docstring).
     Gamma1, Gamma2 : float
-        Spectral-norm bounds of the query/key and of the value projections.
+        Spectral-norm bounds of the query/key and of the value projections,
+        finite and ``> 0`` (a bool is refused).
     refined : bool
         Cap the softmax stability constants (the attentions', and
         ``omega_tau`` for softmin) at ``1/2`` and the largest attention
-        weight at 1 (module docstring).
+        weight at 1 (module docstring). ``True`` or ``False`` only.
     combine : {"max", "sum"}
-        How the twelve per-matrix constants form ``phi``.
+        How the twelve per-matrix constants form ``phi`` (in any case).
     exact_dE : bool
         Take ``d_E`` from the actual codes (:func:`center_norm_sq` with ``exact=True``).
 
@@ -242,6 +246,8 @@ def lipschitz_bound(
     >>> bn = lipschitz_bound(512, 6, 4, "bn", tau=0.1)
     >>> oh.log10_alpha < bn.log10_alpha   # OH has the smaller constant (Section 3)
     True
+    >>> lipschitz_bound(512, 6, 4, "oh", combine="SUM").combine
+    'sum'
     """
     check_int(n, "n")
     check_int(k, "k", minimum=2)
@@ -251,14 +257,12 @@ def lipschitz_bound(
         raise ValueError("gamma must be finite for the Lipschitz bound")
     tau = check_number(tau, "tau")
     omega = check_choice(omega, "omega", OMEGAS)
-    for name, value in (("Gamma1", Gamma1), ("Gamma2", Gamma2)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    if combine not in ("max", "sum"):
-        raise ValueError(f"combine must be 'max' or 'sum', got {combine!r}")
+    G1, G2 = check_number(Gamma1, "Gamma1"), check_number(Gamma2, "Gamma2")
+    if not isinstance(refined, bool):
+        raise ValueError(f"refined must be True or False, got {refined!r}")
+    combine = check_choice(combine, "combine", _COMBINE)
     dE = float(center_norm_sq(d, k, scheme, exact=exact_dE))
     m_emb = embedding_dim(d, k, scheme)
-    G1, G2 = float(Gamma1), float(Gamma2)
     s = gamma / math.sqrt(m_emb)
 
     # Lemma I.1 (Eq. 37)
@@ -350,16 +354,25 @@ def random_parameters(
     d_emb : int
         Token embedding size.
     Gamma1, Gamma2 : float
-        Spectral-norm bounds of Q, K and of V.
-    generator : torch.Generator, optional
-        Source of randomness.
+        Spectral-norm bounds of Q, K and of V, finite and ``> 0``.
+    generator : torch.Generator or int, optional
+        Source of randomness (:func:`~kmtrf_core.tasks.make_generator`: an
+        int is a seed, None is seed 0).
     dtype : torch.dtype
-        Of the returned tensors.
+        Of the returned tensors: ``torch.float32`` or ``torch.float64``.
 
     Returns
     -------
     dict
-        ``"Q"``, ``"K"``, ``"V"``: ``(count, 4, d_emb, d_emb)``.
+        ``"Q"``, ``"K"``, ``"V"``: ``(count, 4, d_emb, d_emb)``, on the
+        generator's device.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: a count or size below 1, a bound that is not a
+        positive finite number, another dtype, a generator that is neither a
+        ``torch.Generator`` nor an int.
 
     Examples
     --------
@@ -367,10 +380,17 @@ def random_parameters(
     >>> p["V"].shape, bool(torch.linalg.matrix_norm(p["V"], ord=2).max() <= 0.5)
     (torch.Size([3, 4, 4, 4]), True)
     """
+    check_int(count, "count")
+    check_int(d_emb, "d_emb")
+    Gamma1, Gamma2 = check_number(Gamma1, "Gamma1"), check_number(Gamma2, "Gamma2")
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    gen = make_generator(generator, name="generator")
+    draw = dict(generator=gen, dtype=dtype, device=gen.device)  # drawn where the generator lives
     out = {}
     for name, bound in (("Q", Gamma1), ("K", Gamma1), ("V", Gamma2)):
-        W = torch.randn(count, 4, d_emb, d_emb, generator=generator, dtype=dtype)
-        target = bound * torch.rand(count, 4, 1, 1, generator=generator, dtype=dtype).clamp_min(1e-3)
+        W = torch.randn(count, 4, d_emb, d_emb, **draw)
+        target = bound * torch.rand(count, 4, 1, 1, **draw).clamp_min(1e-3)
         out[name] = W / torch.linalg.matrix_norm(W, ord=2).unsqueeze(-1).unsqueeze(-1) * target
     return out
 
@@ -412,13 +432,15 @@ def empirical_lipschitz(
     C : torch.Tensor
         Initial centers ``(B, k, d)``.
     scheme, gamma, tau, omega, Gamma1, Gamma2
-        As in :func:`lipschitz_bound`.
+        As in :func:`lipschitz_bound` (``gamma`` finite: ``gamma = inf`` has no gradient).
     pairs : int
         Random parameter sets (and pairs) to try.
     step : float
-        Size of the perturbation, relative to ``max(Gamma1, Gamma2)``.
-    generator : torch.Generator, optional
-        Source of randomness.
+        Size of the perturbation, relative to ``max(Gamma1, Gamma2)``; finite and ``> 0``.
+    generator : torch.Generator or int, optional
+        Source of randomness (:func:`random_parameters`: an int is a seed,
+        None is seed 0). The parameters are drawn where the generator lives
+        and the layers run on ``X``'s device.
 
     Returns
     -------
@@ -438,10 +460,19 @@ def empirical_lipschitz(
     B, n, d = X.shape
     k = C.shape[1]
     check_int(pairs, "pairs")
-    check_choice(scheme, "scheme", SCHEMES)
+    scheme = check_choice(scheme, "scheme", SCHEMES)
+    gamma = check_number(gamma, "gamma", allow_inf=True)
+    if math.isinf(gamma):
+        raise ValueError("gamma must be finite for the empirical constant (gamma = inf has no gradient)")
+    tau, omega = check_number(tau, "tau"), check_choice(omega, "omega", OMEGAS)
+    Gamma1, Gamma2 = check_number(Gamma1, "Gamma1"), check_number(Gamma2, "Gamma2")
+    step = check_number(step, "step")
+    gen = make_generator(generator, name="generator")  # one stream: the parameters, then the directions
     d_emb = embedding_dim(d, k, scheme)
-    params = random_parameters(pairs, d_emb, Gamma1, Gamma2, generator=generator, dtype=X.dtype)
-    direction = random_parameters(pairs, d_emb, 1.0, 1.0, generator=generator, dtype=X.dtype)
+    params = {name: value.to(X.device) for name, value in
+              random_parameters(pairs, d_emb, Gamma1, Gamma2, generator=gen, dtype=X.dtype).items()}
+    direction = {name: value.to(X.device) for name, value in
+                 random_parameters(pairs, d_emb, 1.0, 1.0, generator=gen, dtype=X.dtype).items()}
     quotients, gradients = [], []
     # the pairs run as ensembles of up to `chunk` members, a few million attention weights at a time
     chunk = max(1, min(pairs, _ENSEMBLE_WEIGHTS // (B * (n + k) ** 2)))
@@ -449,7 +480,8 @@ def empirical_lipschitz(
         members = range(start, min(pairs, start + chunk))
         S = len(members)
         # a scratch generator: the weights are overwritten, and the caller's random state stays untouched
-        model = ClusterTransformer(d, k, scheme, gamma, dtype=X.dtype, ensemble=S, generator=torch.Generator())
+        model = ClusterTransformer(d, k, scheme, gamma, dtype=X.dtype, device=X.device, ensemble=S,
+                                   generator=torch.Generator(device=X.device))
         with torch.no_grad():
             for name in "QKV":
                 getattr(model, name).copy_(params[name][members.start:members.stop])

@@ -213,7 +213,7 @@ def lloyd_trajectory(X: torch.Tensor, C: torch.Tensor, steps: int, empty: str = 
     """
     check_points_centers(X, C)
     check_int(steps, "steps")
-    check_choice(empty, "empty", EMPTY_POLICIES)
+    empty = check_choice(empty, "empty", EMPTY_POLICIES)
     centers, assignments, counts = [C], [], []
     for _ in range(steps):
         C, a, c = _step(X, C, empty)

@@ -22,7 +22,8 @@ import torch
 from torch import nn
 
 from .embeddings import SCHEMES
-from .validation import check_choice, check_finite_result, check_int, check_number, check_points_centers
+from .validation import (check_choice, check_finite_result, check_float_dtype, check_int, check_number,
+                         check_points_centers)
 from .attention import IMPLS, attend
 from .embeddings import cluster_codes, embed, embed_unchecked
 
@@ -101,11 +102,14 @@ class ClusterTransformer(nn.Module):
         ``math.inf`` for the exact hard-attention limit (the paper trains
         with ``gamma = 1``).
     codes : torch.Tensor, optional
-        A custom ``(k, m)`` code matrix with distinct rows, replacing the
-        scheme's codes (``scheme`` is then reported as ``"custom"``).
+        A custom real ``(k, m)`` code matrix, replacing the scheme's codes
+        (``scheme`` is then reported as ``"custom"``); its rows must stay
+        finite and distinct once cast to ``dtype``.
     generator : torch.Generator, optional
         For the initial weights, drawn uniformly in ``[-1/sqrt(d_emb), 1/sqrt(d_emb)]``.
-    dtype, device
+    dtype : torch.dtype
+        Of the parameters: ``torch.float32`` or ``torch.float64``.
+    device
         Of the parameters.
     impl : {"direct", "sdpa", "auto"}
         Finite-gamma attention kernel (see :func:`~kmtrf_core.attention.distance_attention`).
@@ -190,18 +194,22 @@ class ClusterTransformer(nn.Module):
         self.k = check_int(k, "k", minimum=2)
         self.gamma = check_gamma(gamma)
         self.impl = check_choice(impl, "impl", IMPLS)
+        check_float_dtype(dtype)  # a float16 or integer layer could never run (nor draw its weights)
         if codes is None:
             self.scheme = check_choice(scheme, "scheme", SCHEMES)
             codes = cluster_codes(k, self.scheme, dtype=dtype, device=device)
         else:
             if not isinstance(codes, torch.Tensor) or codes.dim() != 2 or codes.shape[0] != k:
                 raise ValueError(f"codes must be a (k, m) tensor with k={k} rows")
-            if not bool(torch.isfinite(codes).all()):
-                raise ValueError("codes has non-finite values")
-            if torch.unique(codes, dim=0).shape[0] != k:
-                raise ValueError("codes must have distinct rows")
-            self.scheme = "custom"
+            if codes.dtype.is_complex:
+                raise ValueError(f"codes must be a real tensor, got dtype {codes.dtype}")
+            # checked as the layer will hold them: two rows may coincide (or overflow) only after the cast
             codes = codes.to(dtype=dtype, device=device)
+            if not bool(torch.isfinite(codes).all()):
+                raise ValueError(f"codes has non-finite values in {dtype}")
+            if torch.unique(codes, dim=0).shape[0] != k:
+                raise ValueError(f"codes must have distinct rows in {dtype}")
+            self.scheme = "custom"
         self.register_buffer("codes", codes)
         m = d + codes.shape[1]
         self.d_emb = m
@@ -481,6 +489,9 @@ class ClusterTransformer(nn.Module):
         if not models or any(m.ensemble is not None for m in models):
             raise ValueError("models must be a non-empty sequence of single (non-ensemble) models")
         first = models[0]
+        if any(m.Q.dtype != first.Q.dtype or m.Q.device != first.Q.device for m in models):
+            raise ValueError("models must share their weights' dtype and device, got "
+                             f"{sorted({(str(m.Q.dtype), str(m.Q.device)) for m in models})}")
         if any(m.hyperparameters() != first.hyperparameters() or not torch.equal(m.codes, first.codes)
                for m in models):
             raise ValueError("models must share d, k, scheme, codes, gamma, impl, center and ffn")
@@ -530,11 +541,14 @@ class ClusterTransformer(nn.Module):
 
         Examples
         --------
-        >>> from kmtrf_core.lloyd import lloyd
-        >>> X = torch.rand(3, 40, 2, dtype=torch.float64)
+        >>> from kmtrf_core.lloyd import has_empty_cluster, lloyd
+        >>> X = torch.rand(3, 40, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
         >>> C = X[:, :4].clone()
+        >>> bool(has_empty_cluster(X, C, steps=3).any())  # so the theorem's assumption holds
+        False
         >>> model = ClusterTransformer.from_lloyd(2, 4, "bn")
-        >>> ok = torch.allclose(model(X, C, steps=3), lloyd(X, C, steps=3), rtol=1e-12, atol=0)
+        >>> torch.allclose(model(X, C, steps=3), lloyd(X, C, steps=3), rtol=1e-12, atol=0)
+        True
         """
         model = cls(d, k, scheme, gamma, codes=codes, dtype=dtype, device=device, center=True)
         if model.codes.shape[1] == 0:

@@ -222,7 +222,9 @@ def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", ta
     With ``trim > 0`` the ``floor(trim * n)`` points of largest smoothed loss
     are left out of each task's sum: a trimmed loss, robust to outliers (ours,
     for Appendix A's Cauchy hypothesis; chapter 21). The paper's loss is
-    ``trim = 0``.
+    ``trim = 0``. The floor is of the product as written in decimals:
+    ``trim=0.29`` leaves out 29 of 100 points, though ``0.29 * 100`` is
+    ``28.999999999999996`` in floating point.
 
     Parameters
     ----------
@@ -246,8 +248,11 @@ def smoothed_kmeans_loss(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", ta
     True
     >>> smoothed_kmeans_loss(X, C, "l2", 0.1, trim=0.34)  # the point at 1 is left out
     tensor([0.])
+    >>> X = torch.arange(100.0).view(1, 100, 1); C = torch.zeros(1, 2, 1)
+    >>> smoothed_kmeans_loss(X, C, "l2", 0.1, trim=0.29) == (torch.arange(71.0) ** 2).sum()  # 29 left out
+    tensor([True])
     """
-    check_number(trim, "trim", allow_zero=True)
+    trim = check_number(trim, "trim", allow_zero=True)
     if trim >= 1:
         raise ValueError(f"trim must be below 1 (some points must stay in the loss), got {trim!r}")
     return _kmeans_loss(smoothed_point_losses(X, C, omega, tau), trim)
@@ -269,7 +274,10 @@ def training_loss(X: torch.Tensor, C: torch.Tensor, omega: str, tau: float, trim
 
 
 def _kmeans_loss(losses: torch.Tensor, trim: float) -> torch.Tensor:
-    dropped = int(trim * losses.shape[-1])
+    # floor(trim * n), read with a margin far above the product's rounding error and far below 1 / n, so a
+    # trim written in decimals counts its points (0.29 * 100 = 28.999999999999996 is 29); for the book's
+    # trim 0.1 this is int(trim * n) at every n up to 2 million
+    dropped = math.floor(trim * losses.shape[-1] + 1e-9)
     if dropped == 0:
         return losses.sum(dim=-1)
     return torch.topk(losses, losses.shape[-1] - dropped, dim=-1, largest=False).values.sum(dim=-1)

@@ -75,7 +75,7 @@ def pad_tasks(X: torch.Tensor, C: torch.Tensor, d: int | None = None, k: int | N
     True
     """
     check_points_centers(X, C)
-    check_choice(fill, "fill", PAD_FILLS)
+    fill = check_choice(fill, "fill", PAD_FILLS)
     B, n, d0 = X.shape
     k0 = C.shape[1]
     d = d0 if d is None else check_int(d, "d")

@@ -18,7 +18,8 @@ lognormal     exp(N(0, 1))
 ============  ==============================================
 
 The points are then min-max scaled per task and per dimension to ``[0, 1]``,
-and the initial centers are a uniformly random ``k``-subset of the points.
+and the initial centers are the points at a uniformly random ``k``-subset of
+the indices.
 All ``B`` tasks come from one set of tensor operations: no Python loop over
 tasks or components. Every draw goes through one ``torch.Generator``.
 
@@ -31,7 +32,8 @@ import math
 
 import torch
 
-from .validation import check_choice, check_clusters, check_int, check_number, check_tensor
+from .validation import (check_choice, check_clusters, check_finite_result, check_float_dtype, check_int, check_number,
+                         check_same_dtype, check_tensor)
 
 __all__ = [
     "FAMILIES",
@@ -60,15 +62,22 @@ SHIFTS = {
 def check_families(family, name: str = "family") -> tuple:
     """One family name or a sequence of distinct ones, each in :data:`FAMILIES`; returns a tuple.
 
-    >>> check_families("normal"), check_families(["cauchy", "laplace"])
+    Names are read in any case, as every string option is
+    (:func:`~kmtrf_core.validation.check_choice`), and returned in lower case.
+
+    >>> check_families("normal"), check_families(["Cauchy", "laplace"])
     (('normal',), ('cauchy', 'laplace'))
-    >>> check_families(["normal", "normal"])
+    >>> check_families(["normal", "NORMAL"])
     Traceback (most recent call last):
     ...
-    ValueError: family must be distinct names from ('normal', 'cauchy', 'gumbel', 'laplace', 'lognormal'), got ['normal', 'normal']
+    ValueError: family must be distinct names from ('normal', 'cauchy', 'gumbel', 'laplace', 'lognormal'), got ['normal', 'NORMAL']
     """
     families = (family,) if isinstance(family, str) else tuple(family) if isinstance(family, (list, tuple)) else ()
-    if not families or any(f not in FAMILIES for f in families) or len(set(families)) != len(families):
+    try:
+        families = tuple(check_choice(f, name, FAMILIES) for f in families)
+    except ValueError:
+        families = ()
+    if not families or len(set(families)) != len(families):
         raise ValueError(f"{name} must be distinct names from {FAMILIES}, got {family!r}")
     return families
 
@@ -137,6 +146,7 @@ def min_max_scale(X: torch.Tensor) -> torch.Tensor:
     """Per-task, per-dimension min-max scaling of points ``(B, n, d)`` to ``[0, 1]``.
 
     A constant dimension maps to 0 (Appendix D scales every task this way).
+    A task whose range overflows the dtype raises ``ValueError``.
 
     Parameters
     ----------
@@ -152,11 +162,27 @@ def min_max_scale(X: torch.Tensor) -> torch.Tensor:
     --------
     >>> min_max_scale(torch.tensor([[[1., 5.], [3., 5.], [2., 5.]]])).tolist()
     [[[0.0, 0.0], [1.0, 0.0], [0.5, 0.0]]]
+    >>> min_max_scale(torch.tensor([[[-3e38], [3e38], [0.0]]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: the spans of X overflow torch.float32 at this input's scale; rescale the data (for example with kmtrf_core.to_unit_cube) or use float64
     """
     check_tensor(X, "X", 3)
     lo = X.amin(dim=1, keepdim=True)
-    span = X.amax(dim=1, keepdim=True) - lo
+    span = check_finite_result(X.amax(dim=1, keepdim=True) - lo, "the spans of X")  # (B, 1, d): a small check
+    return _scaled(X, lo, span)
+
+
+def _scaled(X: torch.Tensor, lo: torch.Tensor, span: torch.Tensor) -> torch.Tensor:
     return (X - lo) / torch.where(span > 0, span, torch.ones_like(span))
+
+
+def _min_max_scale(X: torch.Tensor) -> torch.Tensor:
+    """:func:`min_max_scale` without its checks: the sampler's, whose points are finite by construction and
+    which runs inside the training step, where a check would read a value back from the device every step
+    (and could not be recorded in a CUDA graph)."""
+    lo = X.amin(dim=1, keepdim=True)
+    return _scaled(X, lo, X.amax(dim=1, keepdim=True) - lo)
 
 
 def to_unit_cube(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,7 +192,8 @@ def to_unit_cube(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.
     together, then divide by the single largest coordinate ``v_ub`` left. A
     translation and one common scale preserve every assignment and Lloyd
     trajectory, and scale the objective by ``1 / v_ub^2``. A task whose
-    points and centers all coincide raises ``ValueError``.
+    points and centers all coincide raises ``ValueError``, and so does one
+    whose range overflows the dtype, or ``X`` and ``C`` of different dtypes.
 
     Parameters
     ----------
@@ -193,9 +220,11 @@ def to_unit_cube(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.
     check_tensor(C, "C", 3, last=X.shape[2])
     if X.shape[0] != C.shape[0]:
         raise ValueError(f"X and C must have the same batch size, got {X.shape[0]} and {C.shape[0]}")
+    check_same_dtype(X, C, "X and C")
     both = torch.cat([X, C], dim=1)  # (B, n + k, d)
     lo = both.amin(dim=1, keepdim=True)  # (B, 1, d)
     ub = (both - lo).flatten(1).amax(dim=1).view(-1, 1, 1)  # (B, 1, 1)
+    check_finite_result(ub, "the spans of X and C")
     if bool((ub == 0).any()):
         raise ValueError("X and C: a task whose points and centers all coincide cannot be scaled")
     return (X - lo) / ub, (C - lo) / ub
@@ -235,7 +264,9 @@ def sample_tasks(
         Mixture weights uniform on the simplex instead of ``1/k``.
     generator : torch.Generator or int, optional
         Source of randomness (an int is a seed; None is seed 0).
-    dtype, device
+    dtype : torch.dtype
+        Of the returned tensors: ``torch.float32`` or ``torch.float64``.
+    device
         Of the returned tensors.
     return_labels : bool
         Also return the mixture component of every point, ``(B, n)``.
@@ -245,7 +276,9 @@ def sample_tasks(
     X : torch.Tensor
         ``(B, n, d)`` in ``[0, 1]`` (each dimension spans exactly [0, 1]).
     C : torch.Tensor
-        ``(B, k, d)``, ``k`` distinct points of ``X``.
+        ``(B, k, d)``, the points of ``X`` at ``k`` distinct indices (a
+        uniformly random ``k``-subset of the indices). Two of them can still
+        coincide in value when ``X`` has repeated points.
     labels : torch.Tensor
         Only with ``return_labels``: ``(B, n)`` int64, the component of each point.
 
@@ -255,15 +288,14 @@ def sample_tasks(
     >>> X.shape, C.shape, bool(X.min() == 0), bool(X.max() == 1)
     (torch.Size([4, 100, 2]), torch.Size([4, 3, 2]), True, True)
     """
-    check_int(batch, "batch")
-    check_int(n, "n")
-    check_int(d, "d")
-    check_int(k, "k", minimum=2)
+    batch = check_int(batch, "batch")
+    n = check_int(n, "n")
+    d = check_int(d, "d")
+    k = check_int(k, "k", minimum=2)
     check_clusters(k, n)
     families = check_families(family)
-    check_number(scale, "scale")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating-point torch dtype (torch.float32 or torch.float64), got {dtype!r}")
+    scale = check_number(scale, "scale")
+    check_float_dtype(dtype)
     gen = make_generator(generator, device, name="generator")
     device = gen.device if device is None else torch.device(device)
     opts = dict(generator=gen, dtype=dtype, device=device)
@@ -289,7 +321,7 @@ def sample_tasks(
             rows = torch.nonzero(which == f_idx).flatten()
             if rows.numel():
                 noise[rows] = _noise(fam, (rows.numel(), n, d), gen, dtype, device)
-    X = min_max_scale(mean + scale * spread * noise)
+    X = _min_max_scale(mean + scale * spread * noise)
 
     pick = torch.rand(batch, n, generator=gen, dtype=torch.float32, device=device).argsort(dim=1)[:, :k]  # (B, k)
     C = torch.gather(X, 1, pick.unsqueeze(-1).expand(batch, k, d))

@@ -24,16 +24,18 @@ ValueError: tau must be a positive finite number, got 0.0
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
-__all__ = ["FLOAT_DTYPES", "INT64_MAX", "check_choice", "check_table", "check_clusters", "check_finite_result", "check_int", "check_number",
-           "check_points_centers", "check_same_dtype", "check_tensor"]
+__all__ = ["FLOAT_DTYPES", "INT64_MAX", "check_choice", "check_table", "check_clusters", "check_finite_result",
+           "check_float_dtype", "check_int", "check_number", "check_points_centers", "check_same_dtype", "check_tensor"]
 
 
 def _is_int(value) -> bool:
-    # bool is an int subclass, but True is no count of anything
-    return isinstance(value, int) and not isinstance(value, bool)
+    # any integer, NumPy's included (numbers.Integral); bool is an int subclass, but True is no count of
+    # anything (NumPy's bool_ is no numbers.Integral, so it is refused too)
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 INT64_MAX = 2**63 - 1
@@ -43,11 +45,16 @@ INT64_MAX = 2**63 - 1
 def check_int(value, name: str, minimum: int | None = 1, maximum: int = INT64_MAX) -> int:
     """An int (not a bool) that is at least ``minimum`` (no bound when ``None``) and at most ``maximum``.
 
-    The default ``maximum`` is the int64 range, so a count or seed too large for
-    torch fails here, by name, instead of deep inside as an ``OverflowError``.
+    Any integer type counts (a NumPy integer such as ``np.int64(2)`` too); it is
+    returned as a Python ``int``. The default ``maximum`` is the int64 range, so
+    a count or seed too large for torch fails here, by name, instead of deep
+    inside as an ``OverflowError``.
 
     >>> check_int(0, "warmup", minimum=0), check_int(-5, "seed", minimum=None)
     (0, -5)
+    >>> import numpy as np
+    >>> check_int(np.int64(2), "batch")
+    2
     >>> check_int(True, "steps")
     Traceback (most recent call last):
     ...
@@ -63,7 +70,7 @@ def check_int(value, name: str, minimum: int | None = 1, maximum: int = INT64_MA
     if value > maximum or value < -INT64_MAX - 1:
         limit = f"{maximum} (int64)" if maximum == INT64_MAX else str(maximum)
         raise ValueError(f"{name} must be an int <= {limit}, got {value!r}")
-    return value
+    return int(value)
 
 
 def check_choice(value, name: str, choices) -> str:
@@ -85,16 +92,20 @@ def check_choice(value, name: str, choices) -> str:
 def check_number(value, name: str, *, allow_inf: bool = False, allow_zero: bool = False) -> float:
     """A real number ``> 0`` (``>= 0`` with ``allow_zero``), finite unless ``allow_inf``; returned as a float.
 
-    An int, a float or a one-element real tensor; a bool is refused.
+    Any real number (an int, a float, a NumPy scalar such as ``np.float32(1.0)``)
+    or a one-element real tensor; a bool is refused.
 
     >>> check_number(math.inf, "gamma", allow_inf=True), check_number(2, "lr")
     (inf, 2.0)
+    >>> import numpy as np
+    >>> check_number(np.float32(0.5), "gamma")
+    0.5
     >>> check_number(float("nan"), "gamma", allow_inf=True)
     Traceback (most recent call last):
     ...
     ValueError: gamma must be a positive number or math.inf, got nan
     """
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)  # NumPy's bool_ is no numbers.Real
     if not ok and isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex:
         value, ok = value.item(), True
     if ok:
@@ -123,6 +134,25 @@ def check_clusters(k, n, name: str = "k") -> int:
 
 FLOAT_DTYPES = (torch.float32, torch.float64)
 """The dtypes the package computes in; anything else is refused by :func:`check_tensor`."""
+
+
+def check_float_dtype(dtype, name: str = "dtype") -> torch.dtype:
+    """A dtype the package computes in: ``torch.float32`` or ``torch.float64`` (:data:`FLOAT_DTYPES`).
+
+    A function that creates tensors checks its ``dtype`` argument here, so
+    float16, bfloat16 or an integer dtype fails up front, by the argument's name,
+    instead of later at a tensor check under another name.
+
+    >>> check_float_dtype(torch.float64)
+    torch.float64
+    >>> check_float_dtype(torch.float16)
+    Traceback (most recent call last):
+    ...
+    ValueError: dtype must be torch.float32 or torch.float64, got torch.float16
+    """
+    if not isinstance(dtype, torch.dtype) or dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name} must be torch.float32 or torch.float64, got {dtype!r}")
+    return dtype
 
 
 def check_tensor(x, name: str, rank: int | None, last: int | None = None, *, min_rank: int = 0,

@@ -169,3 +169,40 @@ def test_the_cpu_picks_the_kernel_by_the_size_of_the_weights(monkeypatch, impl, 
     Qe = Q.expand(3, 1, 7, 7)
     assert _kernels(lambda: attend(Zq[:1], Zk[:1], Qe, Qe, Qe, 1.0, impl)) == large
     torch.testing.assert_close(attend(Zq, Zk, Q, K, V, 1.0, impl), expected, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("gamma", [1.0, 10.0, math.inf])
+def test_float32_weights_do_not_depend_on_where_the_data_sit(gamma):
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.rand(200, 3, generator=g) + 1000, torch.rand(7, 3, generator=g) + 1000
+    W, W64 = attention_weights(q, k, gamma), attention_weights(q.double(), k.double(), gamma)
+    assert torch.equal(W.argmax(-1), W64.argmax(-1))  # before the shift, about 120 of 200 rows picked another key
+    assert (W.double() - W64).abs().max().item() < 1e-3
+    near = attention_weights(q - 1000, k - 1000, gamma)  # the same task at the origin
+    assert (W - near).abs().max().item() < 1e-3
+
+
+def test_attention_weights_keep_the_model_path_where_it_is_exact():
+    # near the origin the shift changes the weights only by rounding; a batch of keys broadcasts
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(4, 5, 3, generator=g, dtype=torch.float64), torch.randn(1, 6, 3, generator=g, dtype=torch.float64)
+    plain = attention._weights(q, k, 2.0)
+    torch.testing.assert_close(attention_weights(q, k, 2.0), plain, rtol=1e-12, atol=1e-14)
+    assert attention_weights(q, k, 2.0, d_emb=12).shape == (4, 5, 6)
+
+
+@pytest.mark.parametrize("gamma", [1.0, math.inf])
+def test_attention_weights_refuse_leading_dimensions_that_do_not_broadcast(gamma):
+    with pytest.raises(ValueError, match="q and k must have broadcastable leading dimensions"):
+        attention_weights(torch.rand(2, 4, 3), torch.rand(3, 5, 3), gamma)
+
+
+def test_distance_attention_reads_impl_in_any_case():
+    g = torch.Generator().manual_seed(0)
+    Z = torch.rand(2, 5, 3, generator=g, dtype=torch.float64)
+    Q, K, V = torch.rand(3, 3, 3, generator=g, dtype=torch.float64)
+    for impl in ("direct", "sdpa", "auto"):
+        assert torch.equal(distance_attention(Z, Z, Q, K, V, 1.0, impl=impl.upper()),
+                           distance_attention(Z, Z, Q, K, V, 1.0, impl=impl))
+    with pytest.raises(ValueError, match="impl must be one of"):
+        distance_attention(Z, Z, Q, K, V, 1.0, impl="flash")

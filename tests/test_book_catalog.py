@@ -114,6 +114,7 @@ def test_a_diverged_run_raises_or_is_recorded(tmp_path, monkeypatch):
         group.runs()
     runs = group.runs(on_diverge="record")
     assert runs.models == {(1e6,): None} and runs.history.diverged.all()
+    assert group.runs(on_diverge="RECORD").models == {(1e6,): None}  # any case, as every choice
     with pytest.raises(TrainingDiverged):
         group.run(lr=1e6)
     with pytest.raises(ValueError, match="on_diverge"):
@@ -283,3 +284,41 @@ def test_a_probe_report_reads_its_run(tmp_path, monkeypatch):
     assert line.endswith(("never below 1", "first below 1 at step 2", "first below 1 at step 4"))
     with pytest.raises(ValueError, match="not a probe"):
         RunGroup("g", TINY, {"scheme": ["oh"]}, "9", "test").runs().probe_report()
+
+
+def test_cli_answers_an_unknown_profile_in_one_line_and_help_names_the_cache(monkeypatch, capsys):
+    monkeypatch.setenv("KMTRF_PROFILE", "bogus")
+    monkeypatch.setenv("KMTRF_CACHE", "/some/cache")
+    with pytest.raises(SystemExit) as info:
+        main(["--list"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("python -m kmtrf_core.book.catalog: error: profile must be")
+    assert "'bogus'" in err
+    assert main(["--list", "--profile", "quick"]) == 0  # an explicit profile wins over the environment
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("cached: the group's runs found in /some/cache")
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: $KMTRF_PROFILE, else book)" in text
+    assert "$KMTRF_CACHE, else ~/.cache/kmtrf" in text and "here: /some/cache" in text
+
+
+def test_chapters_get_their_layers_on_the_cpu(tmp_path, monkeypatch):
+    """A layer trained on a GPU reaches the chapters on the CPU, where heldout makes their tasks."""
+    import kmtrf_core.book.groups as groups  # its loader, with the run cache replaced
+
+    moved = []
+
+    class OnTheGpu:
+        def cpu(self):
+            moved.append(True)
+            return "the layer on the cpu"
+
+    monkeypatch.setattr(groups, "train_cached", lambda config: (OnTheGpu(), pd.DataFrame()))
+    monkeypatch.setattr(groups, "_LOADED", {})
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
+    run = groups._load(TrainConfig(d=2, k=3, n=16, steps=3))
+    assert run.model == "the layer on the cpu" and moved == [True]

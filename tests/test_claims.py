@@ -99,6 +99,8 @@ def test_a_finding_validates_and_prints_its_report():
         Finding("  ", "partly")
     with pytest.raises(ValueError, match="check"):
         Finding("x", "partly", check=None)
+    with pytest.raises(ValueError, match="verdict"):
+        Finding("x", "Reproduced", check="c")  # the ledger compares the words exactly
     finding = Finding("2 of 3", "partly", check="all three below 1")
     assert str(finding) == "all three below 1 -> partly"
     assert str(dataclasses.replace(finding, report="line one\nline two")) == "line one\nline two"

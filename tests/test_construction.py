@@ -3,6 +3,7 @@
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -153,3 +154,38 @@ def test_code_geometry():
 def test_no_construction_without_codes():
     with pytest.raises(ValueError, match="na"):
         ClusterTransformer.from_lloyd(2, 3, "na")
+
+
+@pytest.mark.parametrize("codes", [
+    np.eye(3),  # not a tensor: was an AttributeError
+    torch.ones(3),  # one row of codes: was "A must have rank >= 2"
+    torch.ones(1, 2),
+    torch.tensor([[0.0], [math.nan], [1.0]]),
+    torch.eye(3, dtype=torch.complex64),
+])
+def test_code_geometry_names_codes_when_it_refuses_them(codes):
+    with pytest.raises(ValueError, match=r"^codes "):
+        code_geometry(3, codes=codes)
+
+
+def test_code_geometry_of_given_codes_of_any_real_dtype():
+    assert code_geometry(3, codes=torch.eye(3, dtype=torch.int64)) == code_geometry(3, "oh")
+    assert code_geometry(3, codes=torch.zeros(3, 0))["distinct"] is False  # no code at all (the "na" scheme)
+
+
+def test_code_lloyd_step_answers_on_the_tasks_device():
+    X, C = sample_tasks(2, 20, 2, 3, generator=0, dtype=torch.float64)
+    out = code_lloyd_step(X, C, cluster_codes(3, "bn", dtype=torch.float32))  # codes of another dtype
+    assert out.device == X.device and out.dtype == X.dtype
+    torch.testing.assert_close(out, code_lloyd_step(X, C, cluster_codes(3, "bn", dtype=torch.float64)))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="no CUDA device on this machine: the device checks run where one is lent")
+def test_code_geometry_and_code_lloyd_step_keep_to_the_inputs_device():
+    codes = cluster_codes(5, "bn", dtype=torch.float64)
+    assert code_geometry(5, codes=codes.cuda()) == code_geometry(5, codes=codes)  # codes on CUDA
+    X, C = sample_tasks(2, 20, 2, 5, generator=0, dtype=torch.float64)
+    out = code_lloyd_step(X.cuda(), C.cuda(), codes)  # tasks on CUDA, codes on the CPU
+    assert out.device.type == "cuda"
+    torch.testing.assert_close(out.cpu(), code_lloyd_step(X, C, codes))

@@ -13,7 +13,7 @@ from kmtrf_core.cost.harness import (
 )
 from kmtrf_core.cost import attention_cost
 from kmtrf_core.cost.harness import _configs
-from kmtrf_core.cost.memory import MEMORY_CPU_FRESH, MEMORY_CPU_HWM, cpu_peak_mb, cuda_peak_mb
+from kmtrf_core.cost.memory import MEMORY_CPU_FRESH, MEMORY_CPU_HWM, check_dtype, cpu_peak_mb, cuda_peak_mb
 
 TINY = dict(n=16, batch=2, repeats=2, warmup=1, device="cpu")
 
@@ -144,6 +144,10 @@ def test_machine_description_names_the_machine():
         (dict(gamma=-1.0), "gamma"),
         (dict(gamma=math.inf), "gamma"),
         (dict(dtype=torch.int64), "dtype"),
+        # the layer computes in float32/float64 only: refused up front (check_dtype), by name
+        (dict(dtype=torch.float16), "^dtype must be torch.float32"),
+        (dict(dtype=torch.bfloat16), "^dtype must be torch.float32"),
+        (dict(dtype="float16"), "^dtype must be torch.float32"),
     ],
 )
 def test_bad_input_raises_value_error_naming_the_argument(kwargs, name):
@@ -180,3 +184,18 @@ def test_cuda_peak_mb_refuses_a_device_that_is_not_cuda():
     config = _configs([(2, 3, "bn")], n=8, batch=2, gamma=1.0, impl="direct", dtype=torch.float32, seed=0)[0]
     with pytest.raises(ValueError, match="device"):
         cuda_peak_mb(config, "cpu")
+
+
+def test_string_choices_in_any_case_are_recorded_as_the_choice():
+    r = measure_model(2, 3, "BN", impl="SDPA", memory=False, **TINY)
+    assert (r.scheme, r.impl) == ("bn", "sdpa")  # the choice, not the spelling it was given in
+    assert r.stats("FORWARD") == r.stats("forward")
+    with pytest.raises(ValueError, match="metric"):
+        r.stats("latency")
+
+
+def test_check_dtype_takes_float32_and_float64_only():
+    assert (check_dtype("float32"), check_dtype(torch.float64)) == (torch.float32, torch.float64)
+    for dtype in (torch.float16, torch.bfloat16, "bfloat16", torch.int64, "float", None):
+        with pytest.raises(ValueError, match=r"^dtype must be torch.float32 or torch.float64"):
+            check_dtype(dtype)

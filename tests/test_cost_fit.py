@@ -153,3 +153,17 @@ def test_fit_cost_model_rejects_bad_times(seconds):
 def test_fit_cost_model_rejects_mismatched_counts():
     with pytest.raises(ValueError):
         fit_cost_model([1.0, 2.0], [1.0], [1.0, 1.0])
+
+
+@pytest.mark.parametrize("flops, nbytes, name", [
+    ([-1e9, 2e9, 4e9], [1e6, 1e6, 2e6], "flops"),
+    ([1e9, 2e9, 4e9], [1e6, -1e6, 2e6], "nbytes"),
+    ([float("nan"), 2e9, 4e9], [1e6, 1e6, 2e6], "flops"),
+    ([1e9, 2e9, 4e9], [1e6, float("inf"), 2e6], "nbytes"),
+    ([0.0, 0.0, 0.0], [1e6, 1e6, 2e6], "flops"),
+    ([1e9, 2e9, 4e9], [0.0, 0.0, 0.0], "nbytes"),
+])
+def test_fit_cost_model_rejects_bad_counts_naming_them(flops, nbytes, name):
+    # a negative count gave a meaningless rate, NaN or all zeros scipy's "array must not contain infs or NaNs"
+    with pytest.raises(ValueError, match=rf"^{name} must"):
+        fit_cost_model(flops, nbytes, [1e-3, 2e-3, 3e-3])

@@ -135,12 +135,20 @@ def test_block_summary_is_the_block_means():
     for x, ix in idx.items():
         for y, iy in idx.items():
             values = [D[i, j] for i in ix for j in iy if x != y or i != j]
-            assert table.loc[x, y] == pytest.approx(np.mean(values) if values else 0.0, rel=1e-12)
+            assert table.loc[x, y] == pytest.approx(np.mean(values) if values else math.nan, rel=1e-12, nan_ok=True)
     with_diag = block_summary(D, labels, include_diagonal=True)
     for x, ix in idx.items():
         for y, iy in idx.items():
             assert with_diag.loc[x, y] == pytest.approx(D[np.ix_(ix, iy)].mean(), rel=1e-12)
-    assert table.loc["c", "c"] == 0.0 and with_diag.loc["c", "c"] == D[3, 3]
+    # block c holds one task: no pair within it, so NaN (not a distance of 0); with the diagonal, its own
+    assert math.isnan(table.loc["c", "c"]) and with_diag.loc["c", "c"] == D[3, 3]
+    assert np.isfinite(table.drop(index="c", columns="c").to_numpy()).all()
+
+
+def test_emd_matrix_method_in_any_case():
+    rows = [[0.0, 1.0], [1.0, 2.5], [0.5, 3.0]]
+    np.testing.assert_array_equal(emd_matrix(rows, method="POT"), emd_matrix(rows, method="pot"))
+    np.testing.assert_array_equal(emd_matrix(rows, method="Sorted"), emd_matrix(rows, method="sorted"))
 
 
 def test_block_summary_of_emd_between_families():

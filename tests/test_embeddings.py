@@ -78,3 +78,10 @@ def test_embed_rejects_bad_codes():
     X, C = torch.rand(1, 5, 2), torch.rand(1, 3, 2)
     with pytest.raises(ValueError, match="codes"):
         embed(X, C, codes=torch.zeros(4, 2))
+
+
+def test_ensemble_tasks_must_share_their_leading_shape():
+    with pytest.raises(ValueError, match=r"must share S and B, got shapes \(2, 3, 5, 2\) and \(3, 2, 3, 2\)"):
+        embed(torch.rand(2, 3, 5, 2), torch.rand(3, 2, 3, 2))
+    Xb, Cb = embed(torch.rand(2, 3, 5, 2), torch.rand(2, 3, 4, 2), "bn")
+    assert Xb.shape == (2, 3, 5, 4) and Cb.shape == (2, 3, 4, 4)

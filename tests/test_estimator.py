@@ -15,7 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kmtrf_core import ClusterTransformer, TransformerKMeans
+from kmtrf_core import ClusterTransformer, TransformerKMeans, to_unit_cube
 from kmtrf_core.estimator import learned_config, load_layer
 from kmtrf_core.training import TrainConfig, train
 
@@ -231,6 +231,54 @@ def test_the_constructed_layer_as_a_model_equals_lloyd():
     ours = TransformerKMeans(3, layer=layer, init=init, max_iter=10, tol=0).fit(X)
     ref = TransformerKMeans(3, init=init, max_iter=10, tol=0).fit(X)
     np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-10, atol=1e-12)
+
+
+def _unequal_ranges():
+    """Three blobs whose first feature spans about 20 times the others: data not already scaled."""
+    X, _ = make_blobs(300, n_features=3, centers=3, cluster_std=0.5, random_state=1)
+    X[:, 0] *= 20
+    return X
+
+
+def test_the_constructed_layer_equals_lloyd_on_features_of_unequal_range():
+    # the layer runs on the data divided by one common scale, which keeps the k-means problem; a scale per
+    # feature solved another problem here (centers 40 apart, inertia 126440 against Lloyd's 26041)
+    X = _unequal_ranges()
+    init = X[[0, 100, 200]]
+    layer = ClusterTransformer.from_lloyd(3, 3, "bn")
+    ours = TransformerKMeans(3, layer=layer, init=init, max_iter=10, tol=0).fit(X)
+    ref = TransformerKMeans(3, init=init, max_iter=10, tol=0).fit(X)
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-10, atol=1e-10)
+    assert ours.inertia_ == pytest.approx(ref.inertia_, rel=1e-12)
+
+
+def test_a_layer_step_sees_the_data_as_to_unit_cube_maps_them(small_layer):
+    # a learned layer gets the data minus the per-feature minimum over one common scale (tasks.to_unit_cube):
+    # the widest feature spans [0, 1], the narrower one only part of it
+    model, _ = small_layer
+    X = _unequal_ranges()[:, :2]
+    init = X[[0, 100, 200]]
+    one = TransformerKMeans(3, layer=model, init=init, max_iter=1, tol=0).fit(X)
+    Xt, Ct = torch.from_numpy(X)[None], torch.from_numpy(init)[None]
+    Xu, Cu = to_unit_cube(Xt, Ct)  # the initial centers are points, so the cube is the points'
+    assert Xu[0, :, 0].max() == 1 and Xu[0, :, 1].max() < 0.5
+    lo, scale = Xt[0].amin(dim=0), (Xt[0] - Xt[0].amin(dim=0)).amax()
+    with torch.no_grad():
+        expect = model(Xu.float(), Cu.float())[0].double() * scale + lo
+    np.testing.assert_allclose(one.cluster_centers_, expect.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_a_layer_named_in_another_case_is_that_layer_not_a_path():
+    X = _three_blobs()
+    named = TransformerKMeans(3, layer="Lloyd", random_state=0).fit(X, sample_weight=np.arange(1.0, 301.0))
+    plain = TransformerKMeans(3, layer="lloyd", random_state=0).fit(X, sample_weight=np.arange(1.0, 301.0))
+    assert named.layer_ is None
+    np.testing.assert_array_equal(named.cluster_centers_, plain.cluster_centers_)
+    with pytest.raises(ValueError, match="pad_to applies to a layer"):
+        TransformerKMeans(3, layer="LLOYD", pad_to=4).fit(X)
+    with pytest.raises(ValueError, match="one seed"):  # "LEARNED" is the learned layer, not a file
+        TransformerKMeans(3, layer="LEARNED", training=dict(seeds=(0, 1))).fit(X)
 
 
 def test_zero_padding_to_a_wider_layer(small_layer):

@@ -13,6 +13,7 @@ from kmtrf_core.evaluate import (
     final_ratios,
     lloyd_loss_trajectory,
     loss_trajectory,
+    relative_loss,
     trajectory_losses,
 )
 from kmtrf_core.tasks import SHIFTS, family_tasks, shifted_tasks
@@ -368,3 +369,54 @@ def test_trajectory_losses_refuses_mismatched_shapes():
         trajectory_losses(X, centers.float())
     with pytest.raises(ValueError, match="X must have rank 3"):
         trajectory_losses(X[0], centers)
+
+
+def test_modes_are_read_in_any_case_and_labelled_in_lower_case():
+    X, C = sample_tasks(4, 20, 2, 3, generator=0, dtype=torch.float64)
+    model = ClusterTransformer(2, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    naive, reembed = (center_trajectory(model, X, C, 3, mode=m) for m in ("naive", "reembed"))
+    assert not torch.equal(naive, reembed)  # so the case below has something to tell apart
+    assert torch.equal(center_trajectory(model, X, C, 3, mode="NAIVE"), naive)
+    assert torch.equal(loss_trajectory(model, X, C, 3, mode="Naive"), loss_trajectory(model, X, C, 3, mode="naive"))
+    upper = evaluate_models({"m": model}, {"t": (X, C)}, 3, modes=("NAIVE",))
+    lower = evaluate_models({"m": model}, {"t": (X, C)}, 3, modes=("naive",))
+    assert upper.equals(lower) and set(upper["mode"]) == {"naive"}
+
+
+def _relative_loss_bad_calls():
+    X, C = sample_tasks(4, 20, 2, 3, generator=0, dtype=torch.float64)
+    model = ClusterTransformer.from_lloyd(2, 3, "bn")
+    ones = torch.ones(4, dtype=torch.float64)
+    return [
+        ("chunk 0", lambda: relative_loss(model, X, C, chunk=0), "chunk"),
+        ("chunk -1", lambda: relative_loss(model, X, C, chunk=-1), "chunk"),
+        ("model None", lambda: relative_loss(None, X, C), "model must be a ClusterTransformer"),
+        ("reference shape", lambda: relative_loss(model, X, C, reference=ones[:3]), "reference must hold one loss"),
+        ("reference 2-D", lambda: relative_loss(model, X, C, reference=ones.view(4, 1)), "reference must hold"),
+        ("reference nan", lambda: relative_loss(model, X, C, reference=ones * float("nan")), "reference has non-finite"),
+        ("reference not tensor", lambda: relative_loss(model, X, C, reference=[1.0] * 4), "reference must be a torch"),
+        ("reference zero", lambda: relative_loss(model, X, C, reference=ones * 0), "zero k-means loss on tasks"),
+        ("tasks", lambda: relative_loss(model, X, C[:2]), "batch size"),
+        ("steps", lambda: relative_loss(model, X, C, steps=0), "steps"),
+    ]
+
+
+@pytest.mark.parametrize("case", _relative_loss_bad_calls(), ids=lambda case: case[0])
+def test_relative_loss_refuses_bad_input_by_name(case):
+    _, call, match = case
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_relative_loss_takes_a_good_reference_as_given():
+    X, C = sample_tasks(4, 20, 2, 3, generator=0, dtype=torch.float64)
+    model = ClusterTransformer(2, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    reference = kmeans_objective(X, lloyd_trajectory(X, C, 1).centers[-1])
+    assert torch.equal(relative_loss(model, X, C, chunk=3, reference=reference), relative_loss(model, X, C))
+
+
+@pytest.mark.parametrize("gammas", ["12", b"12"])
+def test_a_string_is_no_gamma_schedule(gammas):
+    X, C = sample_tasks(2, 10, 2, 3, generator=0, dtype=torch.float64)
+    with pytest.raises(ValueError, match="gammas must be a sequence of 2 numbers"):
+        center_trajectory(ClusterTransformer.from_lloyd(2, 3, "bn"), X, C, 2, gammas=gammas)

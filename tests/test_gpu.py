@@ -61,6 +61,22 @@ def test_a_resumed_run_equals_the_uninterrupted_one(tmp_path):
                                equal_nan=True)
 
 
+
+def test_a_chapter_evaluates_a_layer_trained_on_cuda(tmp_path, monkeypatch):
+    """The book's path on a GPU: the run trains on CUDA, the chapter gets the layer on the CPU and evaluates it
+    on held-out tasks made on the CPU (kmtrf_core.book.groups, kmtrf_core.book.heldout)."""
+    from kmtrf_core.book.groups import RunGroup  # the book's plumbing, only in this test
+    from kmtrf_core.book.heldout import eval_tasks, transfer_trajectories
+
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
+    config = dataclasses.replace(SMALL, device=None)  # None: CUDA, as the catalog's configs leave it
+    runs = RunGroup("gpu_chapter", config, {"scheme": ["bn"]}, "10", "a test").runs()
+    model = runs.models[("bn",)]
+    assert model.Q.device.type == "cpu"
+    X, C = eval_tasks(config, 8)
+    trajectories = transfer_trajectories({"bn": model}, X, C, 3)
+    assert all(torch.isfinite(t).all() for t in trajectories.values())
+
 def test_the_training_step_never_waits_for_the_host():
     model = initial_layer(SMALL, CUDA)
     optimizer = torch.optim.Adam(model.parameters(), lr=SMALL.lr)

@@ -127,6 +127,23 @@ def test_batched_equals_point_by_point_and_a_manual_loop(tasks, omega):
     assert not np.allclose(smooth, smooth[0, 0])  # the surface is not flat
 
 
+def test_a_layer_with_a_feedforward_block_keeps_its_block_across_the_plane(tasks):
+    # the plane moves Q, K, V; the block's F1, b1, F2, b2 are the model's at every grid point
+    # (loading them into the ensemble was a size-mismatch RuntimeError)
+    X, C = tasks
+    model = ClusterTransformer(2, 3, "bn", ffn=4, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    alphas, betas = [-0.5, 0.0, 0.5], [0.0, 1.0]
+    surface = loss_surface(model, X, C, alphas, betas, generator=2)
+    with torch.no_grad():
+        out = model(X, C)
+    assert surface.smoothed[1, 0] == pytest.approx(smoothed_kmeans_loss(X, out, "l2", 0.1).mean().item(), rel=1e-10)
+    smooth, hard = _manual_surface(model, X, C, alphas, betas, surface.directions, "l2", 0.1)
+    np.testing.assert_allclose(surface.smoothed, smooth, rtol=1e-10)
+    np.testing.assert_allclose(surface.kmeans, hard, rtol=1e-10)
+    one_by_one = loss_surface(model, X, C, alphas, betas, generator=2, batch_points=1)
+    np.testing.assert_allclose(one_by_one.smoothed, surface.smoothed, rtol=1e-10)
+
+
 def test_float32_trained_model_surface(trained):
     X, C = sample_tasks(4, 16, 2, 3, generator=1)
     surface = loss_surface(trained, X, C, [-1.0, 0.0, 1.0], [-1.0, 0.0, 1.0], generator=2)

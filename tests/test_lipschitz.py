@@ -150,3 +150,91 @@ def test_bad_input(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         lipschitz_bound(**args)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(combine="MAX"), None),
+    (dict(refined="yes"), "refined"),
+    (dict(refined=1), "refined"),
+    (dict(Gamma1=True), "Gamma1"),
+    (dict(Gamma2=-1.0), "Gamma2"),
+])
+def test_lipschitz_bound_options_are_what_they_say(kwargs, match):
+    if match is None:  # a choice in another case is that choice
+        assert lipschitz_bound(10, 3, 2, **kwargs).log_alpha == lipschitz_bound(10, 3, 2, combine="max").log_alpha
+        return
+    with pytest.raises(ValueError, match=match):
+        lipschitz_bound(10, 3, 2, **kwargs)
+
+
+def _task():
+    return sample_tasks(2, 8, 2, 3, generator=0, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(gamma=math.inf), "gamma must be finite"),
+    (dict(gamma=0.0), "gamma"),
+    (dict(step=0.0), "step"),
+    (dict(step=-1.0), "step"),
+    (dict(step=math.nan), "step"),
+    (dict(Gamma1=-1.0), "Gamma1"),
+    (dict(Gamma2=math.nan), "Gamma2"),
+    (dict(tau=0.0), "tau"),
+    (dict(omega="l1"), "omega"),
+    (dict(generator=2.5), "generator"),
+])
+def test_empirical_lipschitz_refuses_bad_input_by_name(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        empirical_lipschitz(*_task(), pairs=2, **kwargs)
+
+
+@pytest.mark.parametrize("args,kwargs,match", [
+    ((2, 4, math.nan, 1.0), {}, "Gamma1"),
+    ((2, 4, 1.0, -1.0), {}, "Gamma2"),
+    ((0, 4, 1.0, 1.0), {}, "count"),
+    ((2, 0, 1.0, 1.0), {}, "d_emb"),
+    ((2, 4, 1.0, 1.0), dict(dtype=torch.int64), "dtype"),
+    ((2, 4, 1.0, 1.0), dict(dtype=torch.float16), "dtype"),
+    ((2, 4, 1.0, 1.0), dict(generator="0"), "generator"),
+])
+def test_random_parameters_refuses_bad_input_by_name(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        random_parameters(*args, **kwargs)
+
+
+def test_an_int_seed_is_a_generator_seeded_with_it():
+    by_int = random_parameters(2, 4, 1.0, 1.0, generator=3)
+    by_gen = random_parameters(2, 4, 1.0, 1.0, generator=torch.Generator().manual_seed(3))
+    for name in "QKV":
+        torch.testing.assert_close(by_int[name], by_gen[name], rtol=0, atol=0)
+    X, C = _task()
+    a = empirical_lipschitz(X, C, pairs=2, generator=5)
+    b = empirical_lipschitz(X, C, pairs=2, generator=torch.Generator().manual_seed(5))
+    assert a == b
+    # None is seed 0 (make_generator), drawn as one stream: the directions are not the parameters again
+    assert empirical_lipschitz(X, C, pairs=2) == empirical_lipschitz(X, C, pairs=2, generator=0)
+
+
+def test_empirical_lipschitz_builds_its_layers_on_the_tasks_device(monkeypatch):
+    # on the CPU the device cannot differ, so record what the layers are asked for: X's device
+    seen = []
+
+    class Recording(ClusterTransformer):
+        def __init__(self, *args, **kwargs):
+            seen.append(kwargs.get("device"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(lipschitz_module, "ClusterTransformer", Recording)
+    X, C = _task()
+    empirical_lipschitz(X, C, pairs=2, generator=0)
+    assert seen and all(device == X.device for device in seen)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="no CUDA device on this machine: the device check runs where one is lent")
+def test_empirical_lipschitz_on_cuda_equals_the_cpu():
+    X, C = _task()
+    cpu = empirical_lipschitz(X, C, pairs=3, generator=1)
+    cuda = empirical_lipschitz(X.cuda(), C.cuda(), pairs=3, generator=1)  # the parameters drawn on the CPU
+    np.testing.assert_allclose(cuda["gradients"], cpu["gradients"], rtol=1e-9)
+    np.testing.assert_allclose(cuda["quotients"], cpu["quotients"], rtol=1e-6)

@@ -91,3 +91,14 @@ def test_ties_go_to_the_lowest_index():
     X = torch.tensor([[[0.5], [0.0], [1.0]]], dtype=torch.float64)
     C = torch.tensor([[[0.0], [1.0]]], dtype=torch.float64)
     assert assign(X, C).tolist() == [[0, 0, 1]]
+
+
+def test_the_empty_policy_is_read_in_any_case():
+    X = torch.tensor([[[0.0], [1.0], [9.0], [10.0]]])
+    C = torch.tensor([[[0.0], [1.0], [20.0]]])  # the center at 20 attracts no point
+    for empty in ("error", "ERROR", "Error"):
+        with pytest.raises(ValueError, match="empty cluster in tasks"):
+            lloyd_trajectory(X, C, 1, empty=empty)
+        with pytest.raises(ValueError, match="empty cluster in tasks"):
+            lloyd(X, C, 1, empty=empty)
+    assert torch.equal(lloyd_trajectory(X, C, 2, empty="KEEP").centers, lloyd_trajectory(X, C, 2).centers)

@@ -157,3 +157,33 @@ def test_the_plain_points_shortcut_gives_the_layer_on_the_full_embedding(scheme,
     two = model.run_unchecked(X, C, steps=2)  # only the first application sees plain points
     expected = model.layer(*full)[1][..., :3] + origin
     torch.testing.assert_close(two, expected, rtol=1e-11, atol=1e-12)
+
+
+def test_stack_refuses_members_of_different_dtypes():
+    single, double = ClusterTransformer(2, 3), ClusterTransformer(2, 3, dtype=torch.float64)
+    for members in ([single, double], [double, single]):
+        with pytest.raises(ValueError, match="models must share their weights' dtype and device"):
+            ClusterTransformer.stack(members)
+    stacked = ClusterTransformer.stack([double, ClusterTransformer(2, 3, dtype=torch.float64)])
+    assert stacked.Q.dtype == torch.float64 and torch.equal(stacked.Q[0], double.Q)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64])
+def test_a_layer_is_float32_or_float64(dtype):
+    with pytest.raises(ValueError, match=r"^dtype must be torch.float32 or torch.float64"):
+        ClusterTransformer(2, 3, dtype=dtype)
+    with pytest.raises(ValueError, match=r"^dtype must be torch.float32 or torch.float64"):
+        ClusterTransformer.from_lloyd(2, 3, dtype=dtype)
+
+
+def test_custom_codes_are_checked_as_the_layer_holds_them():
+    near = torch.tensor([[0.0], [1.0], [1.0 + 1e-9]], dtype=torch.float64)  # distinct in float64 only
+    assert ClusterTransformer(2, 3, codes=near, dtype=torch.float64).codes[:, 0].unique().numel() == 3
+    with pytest.raises(ValueError, match="codes must have distinct rows in torch.float32"):
+        ClusterTransformer(2, 3, codes=near)
+    with pytest.raises(ValueError, match="codes has non-finite values in torch.float32"):
+        ClusterTransformer(2, 3, codes=torch.tensor([[0.0], [1.0], [1e300]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="codes must be a real tensor"):
+        ClusterTransformer(2, 3, codes=torch.tensor([[0j], [1j], [2j]]))
+    integer = ClusterTransformer(2, 3, codes=torch.tensor([[0], [1], [2]]))
+    assert integer.codes.dtype == torch.float32 and integer.codes.flatten().tolist() == [0.0, 1.0, 2.0]

@@ -282,6 +282,17 @@ def test_train_cached_loads_the_second_time(tmp_path, count_train):
     assert len(count_train) == 1 and len(list(tmp_path.glob("run-*.pt"))) == 1
 
 
+
+def test_train_cached_refuses_a_cache_it_cannot_write_before_training(tmp_path, count_train, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("KMTRF_CACHE", str(blocker / "runs"))  # below a file: no one can create it, root neither
+    with pytest.raises(ValueError, match="cannot be written.*KMTRF_CACHE"):
+        runs_module.train_cached(TrainConfig(**CACHED))
+    assert count_train == []  # refused before any training
+    runs_module.train_cached(TrainConfig(**CACHED), directory=tmp_path / "fine")
+    assert not any(path.name.startswith(".write-test") for path in (tmp_path / "fine").iterdir())
+
 def test_train_cached_refresh_retrains(tmp_path, count_train):
     cfg = TrainConfig(**CACHED)
     first = runs_module.train_cached(cfg, directory=tmp_path)

@@ -257,7 +257,8 @@ class Finding:
     def __post_init__(self):
         if not isinstance(self.value, str) or not self.value.strip():
             raise ValueError("value must be a non-empty string")
-        check_choice(self.verdict, "verdict", VERDICTS)
+        if self.verdict not in VERDICTS:  # exactly: the ledger and the chapters compare the words
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
         for name in ("check", "report"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name} must be a string, got {type(getattr(self, name)).__name__}")

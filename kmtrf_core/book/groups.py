@@ -34,7 +34,7 @@ SIX_CURVES = {"scheme": list(PAPER_SCHEMES), "omega": ["ne", "l2"]}
 """The paper's six curves per panel: token embedding times regularized min (Figure 2)."""
 
 class Run(NamedTuple):
-    """One run of a group: its config, its trained layer and its history (:meth:`RunGroup.run`).
+    """One run of a group: its config, its trained layer (on the CPU) and its history (:meth:`RunGroup.run`).
 
     The history keeps the weight snapshots of a config with ``snapshots``
     (``history.attrs["snapshots"]``). A run that diverged has ``model=None``
@@ -56,12 +56,16 @@ _LOADED: dict = {}
 
 
 def _load(config: TrainConfig) -> Run:
-    """The run of ``config``: from this process's memory, else the run cache (trained there if missing)."""
+    """The run of ``config``: from this process's memory, else the run cache (trained there if missing).
+
+    The layer is handed over on the CPU, where the chapters make their held-out tasks: a run
+    trains on a GPU when there is one, and the chapters evaluate on the CPU, the path every test
+    and CI run takes (at the book's sizes the evaluation is a small share of the time)."""
     path = str(cached_path(config))
     if path not in _LOADED:
         try:
             model, history = train_cached(config)
-            _LOADED[path] = Run(config, model, history)
+            _LOADED[path] = Run(config, model.cpu(), history)
         except TrainingDiverged as err:
             _LOADED[path] = Run(config, None, err.history, err)
     return _LOADED[path]
@@ -293,7 +297,7 @@ class RunGroup:
         progress : bool
             A progress bar over the runs.
         """
-        check_choice(on_diverge, "on_diverge", ("raise", "record"))
+        on_diverge = check_choice(on_diverge, "on_diverge", ("raise", "record"))
         configs = self._configs()
         runs = {}
         for values, config in tqdm(list(configs.items()), disable=not progress, desc=self.name):

@@ -294,7 +294,10 @@ class CostModel:
 
 
 def _design(flops, nbytes) -> np.ndarray:
-    flops, nbytes = np.asarray(flops, dtype=float), np.asarray(nbytes, dtype=float)
+    try:
+        flops, nbytes = np.asarray(flops, dtype=float), np.asarray(nbytes, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("flops and nbytes must be arrays of numbers") from None
     if flops.shape != nbytes.shape or flops.ndim != 1:
         raise ValueError(f"flops and nbytes must be 1-D of one length, got {flops.shape}, {nbytes.shape}")
     return np.column_stack([flops, nbytes, np.ones(len(flops))])
@@ -312,13 +315,19 @@ def fit_cost_model(flops, nbytes, seconds) -> CostModel:
     ----------
     flops, nbytes : array_like
         Counted FLOPs and bytes of each measured configuration, e.g. the
-        columns of :func:`with_counts`.
+        columns of :func:`with_counts`: finite, ``>= 0``, not all zero.
     seconds : array_like
-        Measured time of each configuration in seconds, ``> 0``.
+        Measured time of each configuration in seconds, finite and ``> 0``.
 
     Returns
     -------
     CostModel
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: lengths that differ, a NaN, inf or negative
+        value, counts that are all zero (no column to fit), no row.
 
     Examples
     --------
@@ -332,6 +341,13 @@ def fit_cost_model(flops, nbytes, seconds) -> CostModel:
     True
     """
     design = _design(flops, nbytes)
+    for name, column in (("flops", design[:, 0]), ("nbytes", design[:, 1])):
+        bad = column[~(np.isfinite(column) & (column >= 0))]
+        if bad.size:
+            raise ValueError(f"{name} must be finite and >= 0, got {bad.size} value(s) that are not "
+                             f"(first: {float(bad[0])})")
+        if len(column) and not np.any(column > 0):
+            raise ValueError(f"{name} must not be all zero (its coefficient cannot be fitted)")
     t = np.asarray(seconds, dtype=float)
     if t.shape != (len(design),):
         raise ValueError(f"seconds must have one value per row ({len(design)}), got shape {t.shape}")

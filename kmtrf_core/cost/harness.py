@@ -128,7 +128,7 @@ class Measurement:
 
     def stats(self, metric: str) -> dict:
         """``median``, ``mean``, ``std`` (sample std, 0 for one repeat), ``min``, ``max`` of a metric, in ms."""
-        check_choice(metric, "metric", METRICS)
+        metric = check_choice(metric, "metric", METRICS)
         x = list(self.times_ms[metric])
         return dict(
             median=statistics.median(x),
@@ -217,8 +217,8 @@ def _check_config(d, k, scheme, n, batch, gamma, impl):
     gamma = check_number(gamma, "gamma", allow_inf=True)
     if math.isinf(gamma):
         raise ValueError("gamma must be finite for profiling (gamma = inf has no gradient)")
-    check_choice(impl, "impl", IMPLS)
-    return scheme, gamma
+    impl = check_choice(impl, "impl", IMPLS)
+    return scheme, gamma, impl
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -308,7 +308,7 @@ def _profile(entries, *, n, batch, gamma, impl, repeats, warmup, dtype, device, 
     device = resolve_device(device)
     checked = []
     for d, k, scheme in entries:
-        scheme, gamma = _check_config(d, k, scheme, n, batch, gamma, impl)
+        scheme, gamma, impl = _check_config(d, k, scheme, n, batch, gamma, impl)
         checked.append((d, k, scheme))
     configs = _configs(checked, n, batch, gamma, impl, dtype, seed)
     threads = torch.get_num_threads()

@@ -47,6 +47,7 @@ import torch
 from ..model import ClusterTransformer
 from ..objectives import smoothed_kmeans_loss
 from ..tasks import sample_tasks
+from ..validation import FLOAT_DTYPES
 
 __all__ = [
     "MEMORY_CUDA",
@@ -65,20 +66,24 @@ MEMORY_CPU_HWM = "CPU peak RSS increase over one training step (worker process, 
 MEMORY_CPU_FRESH = "CPU peak RSS increase over one training step (fresh process per config, ru_maxrss)"
 
 _LOSS_OMEGA, _LOSS_TAU = "l2", 0.1
-_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 # --- the measured step --------------------------------------------------------------
 
 
 def check_dtype(dtype) -> torch.dtype:
-    """A floating ``torch.dtype``, given as one or by its name (``"float32"``, ...).
+    """``torch.float32`` or ``torch.float64``, given as one or by its name (``"float32"``, ``"float64"``).
+
+    The two dtypes the package computes in
+    (:data:`~kmtrf_core.validation.FLOAT_DTYPES`): the layer refuses any
+    other input, so float16 and bfloat16 are refused here, by name, rather
+    than deep inside the measured step.
 
     Parameters
     ----------
     dtype : torch.dtype or str
-        ``"float32"``, ``"float64"``, ``"float16"``, ``"bfloat16"`` or a
-        floating ``torch.dtype``.
+        ``torch.float32``, ``torch.float64``, ``"float32"`` or ``"float64"``.
 
     Returns
     -------
@@ -93,16 +98,15 @@ def check_dtype(dtype) -> torch.dtype:
     --------
     >>> check_dtype("float64"), check_dtype(torch.float32)
     (torch.float64, torch.float32)
-    >>> check_dtype(torch.int64)
+    >>> check_dtype(torch.float16)
     Traceback (most recent call last):
     ...
-    ValueError: dtype must be a floating torch.dtype, got torch.int64
+    ValueError: dtype must be torch.float32 or torch.float64 (or 'float32', 'float64'), got torch.float16
     """
-    if isinstance(dtype, str):
-        dtype = _DTYPES.get(dtype)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating torch.dtype, got {dtype!r}")
-    return dtype
+    checked = _DTYPES.get(dtype) if isinstance(dtype, str) else dtype
+    if checked not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be torch.float32 or torch.float64 (or 'float32', 'float64'), got {dtype!r}")
+    return checked
 
 
 def step_inputs(config: dict, device):

@@ -35,7 +35,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..validation import check_finite_result
+from ..validation import check_choice, check_finite_result
 from . import fused, seeding
 from .passes import device_chunks, lloyd_pass, lloyd_update, same_clustering, sample_weights, squared_norms
 from ..device import resolve_device
@@ -144,13 +144,29 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         * a :class:`~kmtrf_core.model.ClusterTransformer` (a single layer) of
           the data's ``d`` (or ``pad_to``) and ``k``;
         * a path to a checkpoint written by :func:`~kmtrf_core.training.train`
-          (:func:`load_layer`).
+          (:func:`load_layer`). A string that names one of :data:`LAYERS` in
+          any case (``"Lloyd"``) is that choice, not a path; a checkpoint file
+          of such a name is reached as ``"./lloyd"``.
 
         A layer step re-embeds the task (the points carry code 0) and runs one
-        layer. The layers of this package were trained on tasks whose every
-        coordinate spans ``[0, 1]``, so each step runs the layer on the data
-        min-max scaled per feature to ``[0, 1]`` and maps the new centers back.
-        A learned layer costs ``O(n^2 d_emb)`` per step (its point-to-point
+        layer on the data mapped into the unit cube as
+        :func:`~kmtrf_core.tasks.to_unit_cube` maps a task: minus the
+        per-feature minimum, divided by one common scale (the widest
+        feature's span), the new centers mapped back. A translation and one
+        common scale keep the k-means problem (every assignment, every mean,
+        Lloyd's whole trajectory), so the constructed layer gives Lloyd's
+        labels and centers on any data (under Theorem 2.1's conditions: no
+        empty cluster, no tie); a scale per feature would change the
+        distances, and so the problem. A learned layer therefore sees the
+        widest feature spanning ``[0, 1]`` and every other feature a part of
+        it, while its training tasks were min-max scaled per feature, every
+        feature spanning ``[0, 1]`` (:func:`~kmtrf_core.tasks.min_max_scale`,
+        Appendix D): on features of unequal spread it is asked about the
+        data's own k-means problem, from inputs narrower than those it was
+        trained on. Data min-max scaled per feature beforehand
+        (``sklearn.preprocessing.MinMaxScaler``, as chapter 15 does) are the
+        inputs it was trained on, and on them the two scalings coincide. A
+        learned layer costs ``O(n^2 d_emb)`` per step (its point-to-point
         attention), in ``chunk_size`` queries at a time.
     max_iter : int
         Most iterations per initialization.
@@ -278,9 +294,16 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     # -- the layer ----------------------------------------------------------------------------------
 
+    def _named_layer(self):
+        """``"lloyd"`` or ``"learned"`` when ``layer`` is a string naming one of them in any case, else ``None``."""
+        if isinstance(self.layer, str) and self.layer.lower() in LAYERS:
+            return check_choice(self.layer, "layer", LAYERS)
+        return None
+
     def _resolve_layer(self, d: int):
         layer = self.layer
-        if isinstance(layer, str) and layer == "lloyd":
+        named = self._named_layer()
+        if named == "lloyd":
             if self.pad_to is not None:
                 raise ValueError("pad_to applies to a layer, not to layer='lloyd'")
             return None
@@ -289,7 +312,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"pad_to={self.pad_to} is smaller than the data's {d} features")
         if self.n_clusters < 2:
             raise ValueError(f"a transformer layer needs n_clusters >= 2, got {self.n_clusters}")
-        if isinstance(layer, str) and layer == "learned":
+        if named == "learned":
             config = learned_config(width, self.n_clusters, **(self.training or {}))
             if len(config.seeds) != 1:
                 raise ValueError(f"training must train one layer (one seed), got seeds={config.seeds}")
@@ -311,7 +334,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return model
 
     def _layer_step(self, X: torch.Tensor, C: torch.Tensor, lo: torch.Tensor, span: torch.Tensor):
-        """One layer step on the task scaled into the unit cube, the centers mapped back."""
+        """One layer step on the task in the unit cube (one common scale ``span``), the centers mapped back."""
         model = self.layer_
         dtype = model.Q.dtype
         Xs, Cs = ((X - lo) / span), ((C - lo) / span)
@@ -458,7 +481,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}.")
         n_init = self._n_init()
         w = sample_weights(sample_weight, X.shape[0], X.dtype)
-        if w is not None and not (isinstance(self.layer, str) and self.layer == "lloyd") and np.ptp(w) > 0:
+        if w is not None and self._named_layer() != "lloyd" and np.ptp(w) > 0:
             raise ValueError("sample_weight: a layer step weighs every point equally; unequal weights need "
                              "layer='lloyd'")
         init_array = self._check_centers(X, self.init) if self._given_centers() else None
@@ -500,10 +523,11 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             Xt = Xt.to(device)
         tol = self.tol * float(Xt.var(dim=0, correction=0).mean()) if X.shape[0] > 1 and self.tol > 0 else 0.0
         lo = span = None
-        if self.layer_ is not None:  # a layer runs on the data scaled into the unit cube
+        if self.layer_ is not None:  # a layer runs on the data in the unit cube, as tasks.to_unit_cube maps them:
+            # the per-feature minimum and one common scale (the widest span) keep the k-means problem
             lo = Xt.amin(dim=0)
-            span = (Xt.amax(dim=0) - lo)
-            span = torch.where(span > 0, span, torch.ones((), dtype=span.dtype, device=device))
+            span = (Xt.amax(dim=0) - lo).amax()
+            span = torch.where(span > 0, span, torch.ones((), dtype=span.dtype, device=span.device))
         x2 = squared_norms(Xt, self.chunk_size, device)
         wt = None if w is None else torch.from_numpy(w).to(device)
         best = None

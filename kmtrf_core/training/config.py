@@ -9,6 +9,7 @@ on them.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -207,42 +208,46 @@ class TrainConfig:
         def field_name(name):
             return f"TrainConfig.{name}"
 
+        def number(name, checked):  # a NumPy scalar is stored as the Python number the check returns
+            if not isinstance(getattr(self, name), (int, float)):
+                setattr(self, name, checked)
+
         for name in ("d", "n", "steps", "batch", "val_tasks", "val_every"):
-            check_int(getattr(self, name), field_name(name))
+            number(name, check_int(getattr(self, name), field_name(name)))
         check_clusters(self.k, self.n, field_name("k"))
+        number("k", int(self.k))
         for name in ("tau", "lr", "scale", "gamma"):
-            check_number(getattr(self, name), field_name(name))
+            number(name, check_number(getattr(self, name), field_name(name)))
         self.scheme = check_choice(self.scheme, field_name("scheme"), SCHEMES)
         self.omega = check_choice(self.omega, field_name("omega"), OMEGAS)
         families = check_families(self.family, field_name("family"))
-        self.family = self.family if isinstance(self.family, str) else families
+        self.family = families[0] if isinstance(self.family, str) else families
         if self.clip is not None:
-            check_number(self.clip, field_name("clip"))
-        one_seed = isinstance(self.seeds, int)
+            number("clip", check_number(self.clip, field_name("clip")))
+        one_seed = isinstance(self.seeds, numbers.Integral)
         if not one_seed and (isinstance(self.seeds, (str, bytes)) or not hasattr(self.seeds, "__iter__")):
             raise ValueError(f"TrainConfig.seeds must be an int or a sequence of distinct non-negative ints, "
                              f"got {self.seeds!r}")
         seeds = (self.seeds,) if one_seed else tuple(self.seeds)
-        for seed in seeds:
-            check_int(seed, "TrainConfig.seeds entries", minimum=0)
+        seeds = tuple(check_int(seed, "TrainConfig.seeds entries", minimum=0) for seed in seeds)
         if not seeds or len(set(seeds)) != len(seeds):
             raise ValueError(f"TrainConfig.seeds must be distinct non-negative ints, got {self.seeds!r}")
         self.seeds = seeds
-        check_int(self.val_seed, field_name("val_seed"), minimum=0)
-        check_int(self.min_steps, field_name("min_steps"), minimum=0)
-        check_int(self.patience, field_name("patience"))
+        number("val_seed", check_int(self.val_seed, field_name("val_seed"), minimum=0))
+        number("min_steps", check_int(self.min_steps, field_name("min_steps"), minimum=0))
+        number("patience", check_int(self.patience, field_name("patience")))
         if self.until_flat is not None:
-            check_number(self.until_flat, field_name("until_flat"))
+            number("until_flat", check_number(self.until_flat, field_name("until_flat")))
         self.impl = check_choice(self.impl, field_name("impl"), IMPLS)
         if self.device is not None:
             resolve_device(self.device, field_name("device"))
-        check_int(self.ffn, field_name("ffn"), minimum=0)
-        check_int(self.unroll, field_name("unroll"))
+        number("ffn", check_int(self.ffn, field_name("ffn"), minimum=0))
+        number("unroll", check_int(self.unroll, field_name("unroll")))
         self.unroll_loss = check_choice(self.unroll_loss, field_name("unroll_loss"), UNROLL_LOSSES)
         for name in ("gamma_end", "tau_end"):
             if getattr(self, name) is not None:
-                check_number(getattr(self, name), field_name(name))
-        check_number(self.trim, field_name("trim"), allow_zero=True)
+                number(name, check_number(getattr(self, name), field_name(name)))
+        number("trim", check_number(self.trim, field_name("trim"), allow_zero=True))
         if self.trim >= 1:
             raise ValueError(f"TrainConfig.trim must leave points in the loss (0 <= trim < 1), got {self.trim!r}")
 

@@ -224,6 +224,8 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
         For a run that diverged (now or when it was cached).
     CorruptFileError
         For a cache entry that is truncated or damaged, naming the file.
+    ValueError
+        For a cache folder that cannot be written, before training (not after).
 
     Examples
     --------
@@ -250,6 +252,7 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
             history.attrs["snapshots"] = state["snapshots"]
         return model.eval(), history
     remove_stale_temporaries(path)
+    _check_writable(path.parent)
     try:
         model, history = train(config, progress=progress, graph=graph)
     except TrainingDiverged as err:
@@ -262,6 +265,18 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
         path,
     )
     return model, history
+
+
+def _check_writable(folder: Path) -> None:
+    """Refuse before training, not after: a run whose cache folder cannot take a file would train for nothing."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"the run cache {os.fspath(folder)!r} cannot be written ({err.strerror or err}); set "
+                         "KMTRF_CACHE to a folder you can write, or pass directory=") from None
 
 
 def _rows(history) -> list:
@@ -298,7 +313,7 @@ def sweep(base: TrainConfig, grid: dict, *, on_diverge: str = "raise", progress:
     >>> sorted(models), sorted(hist.scheme.unique())
     ([('bn',), ('oh',)], ['bn', 'oh'])
     """
-    check_choice(on_diverge, "on_diverge", ("raise", "record"))
+    on_diverge = check_choice(on_diverge, "on_diverge", ("raise", "record"))
     configs = grid_configs(base, grid)
     models, frames = {}, []
     for values, config in tqdm(list(configs.items()), disable=not progress, desc="sweep"):
