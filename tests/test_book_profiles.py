@@ -9,6 +9,7 @@ import torch
 from kmtrf_core import default_device
 from kmtrf_core.book import PROFILES, Sizes, get_profile
 from kmtrf_core.book.profiles import LloydSizes
+from kmtrf_core.device import resolve_device
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 
@@ -66,10 +67,15 @@ def test_quick_is_never_larger_than_book():
                 assert value <= other, (chapter, key)
 
 
-def test_device_is_cuda_when_available_else_cpu():
-    expected = "cuda" if torch.cuda.is_available() else "cpu"
+@pytest.mark.parametrize("available,expected", [(True, "cuda"), (False, "cpu")])
+def test_device_is_cuda_when_available_else_cpu(monkeypatch, available, expected):
+    # both branches on any machine: torch.device("cuda") is a name, building it needs no GPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
     assert default_device().type == expected
+    assert resolve_device(None).type == expected
     assert get_profile().device.type == expected
+    assert get_profile("quick").device.type == expected
+    assert resolve_device("cpu").type == "cpu"  # an explicit device wins
 
 
 def _chapter_call(node):

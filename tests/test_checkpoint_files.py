@@ -122,13 +122,31 @@ def test_cli_answers_file_problems_in_one_line(tmp_path):
         assert done.stderr.strip().splitlines()[-1].startswith("python -m kmtrf_core.training: error:")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
-def test_cli_refuses_an_unwritable_out_before_training(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o500)
-    done = _cli("--out", str(locked / "run"), cwd=tmp_path)
-    assert done.returncode == 2 and "cannot be written" in done.stderr
+def test_cli_refuses_an_unwritable_out_before_training(tmp_path, monkeypatch, capsys):
+    # in-process, with training replaced by a failure: the refusal must come first. A folder below a regular file
+    # cannot be made even by root (CI runs as root); a read-only folder stops everyone else
+    from kmtrf_core.training import cli  # the module whose train() is replaced
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("training started before --out was checked")
+
+    monkeypatch.setattr(cli, "train", no_training)
+    (tmp_path / "a_file").write_text("")
+    targets = [(tmp_path / "a_file" / "run", "Not a directory")]
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        targets.append((locked / "run", "Permission denied"))
+    args = ["--d", "2", "--k", "3", "--n", "16", "--steps", "2", "--batch", "2", "--val-tasks", "2"]
+    for out, reason in targets:
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(args + ["--out", str(out)])
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert error.startswith(f"python -m kmtrf_core.training: error: --out {out} cannot be written"), error
+        assert reason in error
+        assert not out.exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

@@ -5,6 +5,10 @@ For every function below, whatever shapes, ranks, dtypes and values it is given:
 * it raises ``ValueError`` or ``TypeError`` (a message naming the argument), or
 * it returns, and then finite input gives finite output.
 
+Each function is also called on one well-formed input (an explicit example, tried before the fuzzed
+ones), and at least one of its calls must return: a function that refuses every input would keep
+the two rules above without computing anything.
+
 Any other exception, a NaN/inf out of finite input, or a refusal whose message names none of the
 arguments it could refuse, fails the test. The names a refusal may use are read off the call
 (:func:`argument_names`): the parameters of every ``kmtrf_core`` function, class (its ``__init__``),
@@ -26,7 +30,7 @@ import types
 import pandas as pd
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import kmtrf_core as K
@@ -275,6 +279,31 @@ def _report_at_the_end_of_the_session(end_of_session_report):
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
                     suppress_health_check=list(HealthCheck))
 
+
+def fuzz(run, names, *examples):
+    """Run the hypothesis test ``run`` with the well-formed ``examples`` (argument tuples, tried first),
+    then require a call that returned normally for each of ``names`` (the contract's names in it).
+
+    Refusals alone keep the contract trivially: this checks that the function was run, and on valid input
+    returned finite output, in every session, whatever the number of fuzzed examples.
+    """
+    for args in examples:
+        run = example(*args)(run)
+    before = {name: OUTCOMES[(name, "ok")] for name in names}
+    run()
+    silent = [name for name in names if OUTCOMES[(name, "ok")] == before[name]]
+    assert not silent, f"no call of {silent} returned normally: every input, the well-formed ones too, was refused"
+
+
+def _rand(*shape, dtype=torch.float32):
+    """Fixed uniform values for the well-formed examples."""
+    return torch.rand(shape, generator=torch.Generator().manual_seed(0), dtype=dtype)
+
+
+WELL_FORMED_TASKS = K.sample_tasks(2, 8, 2, 3, generator=0)
+"""A well-formed (X, C): two tasks of 8 points in 2-D, 3 centers."""
+
+
 def _size(t, axis, default):
     """A size read off a fuzzed tensor for building a matching model, or a default."""
     if isinstance(t, torch.Tensor) and t.dim() == 3 and t.shape[axis] >= 2:
@@ -341,7 +370,7 @@ def test_task_functions_keep_the_contract(name):
     def run(pair):
         check_contract(name, PAIR_FUNCTIONS[name], *pair)
 
-    run()
+    fuzz(run, [name], (WELL_FORMED_TASKS,))
 
 
 SINGLE_FUNCTIONS = {
@@ -355,6 +384,9 @@ SINGLE_FUNCTIONS = {
 }
 
 
+WELL_FORMED_ARRAYS = {"emd_matrix": _rand(3, 6)}  # (tasks, values); the others take (B, n, d) scores or points
+
+
 @pytest.mark.parametrize("name", sorted(SINGLE_FUNCTIONS))
 def test_array_functions_keep_the_contract(name):
     @SETTINGS
@@ -362,28 +394,37 @@ def test_array_functions_keep_the_contract(name):
     def run(z):
         check_contract(name, SINGLE_FUNCTIONS[name], z)
 
-    run()
+    fuzz(run, [name], (WELL_FORMED_ARRAYS.get(name, _rand(2, 6, 3)),))
 
 
-@SETTINGS
-@given(tasks(), st.sampled_from(["oh", "bn", "na", "sc"]),
-       st.sampled_from([0.0, 1e-8, 0.1, 1.0, 1e4, 1e308, math.inf, math.nan, -1.0]))
-def test_the_layer_keeps_the_contract(pair, scheme, gamma):
-    X, C = pair
-    d = X.shape[-1] if X.dim() == 3 and X.shape[-1] > 0 else 2
-    k = C.shape[-2] if C.dim() == 3 and C.shape[-2] >= 2 else 3
-    try:
-        model = K.ClusterTransformer.from_lloyd(d, k, scheme, gamma=gamma)
-    except (ValueError, TypeError) as err:
-        check_refusal("ClusterTransformer.from_lloyd", K.ClusterTransformer.from_lloyd, err)
-        return
-    check_contract("ClusterTransformer.forward", model, X, C)
+def test_the_layer_keeps_the_contract():
+    @SETTINGS
+    @given(tasks(), st.sampled_from(["oh", "bn", "na", "sc"]),
+           st.sampled_from([0.0, 1e-8, 0.1, 1.0, 1e4, 1e308, math.inf, math.nan, -1.0]))
+    def run(pair, scheme, gamma):
+        X, C = pair
+        d = X.shape[-1] if X.dim() == 3 and X.shape[-1] > 0 else 2
+        k = C.shape[-2] if C.dim() == 3 and C.shape[-2] >= 2 else 3
+        try:
+            model = K.ClusterTransformer.from_lloyd(d, k, scheme, gamma=gamma)
+        except (ValueError, TypeError) as err:
+            check_refusal("ClusterTransformer.from_lloyd", K.ClusterTransformer.from_lloyd, err)
+            return
+        check_contract("ClusterTransformer.forward", model, X, C)
+
+    # the layer is float64 by default: well-formed tasks for it are float64
+    tasks64 = tuple(t.double() for t in WELL_FORMED_TASKS)
+    fuzz(run, ["ClusterTransformer.forward"], (tasks64, "bn", 1.0))
 
 
-@SETTINGS
-@given(tasks(), st.sampled_from([1e-320, 1e-46, 1e-40, 1e-8, 0.1, 1e8]), st.sampled_from(["ne", "l2"]))
-def test_extreme_tau_keeps_the_contract(pair, tau, omega):
-    check_contract(f"smoothed_kmeans_loss[{omega}]", K.smoothed_kmeans_loss, *pair, omega=omega, tau=tau)
+def test_extreme_tau_keeps_the_contract():
+    @SETTINGS
+    @given(tasks(), st.sampled_from([1e-320, 1e-46, 1e-40, 1e-8, 0.1, 1e8]), st.sampled_from(["ne", "l2"]))
+    def run(pair, tau, omega):
+        check_contract(f"smoothed_kmeans_loss[{omega}]", K.smoothed_kmeans_loss, *pair, omega=omega, tau=tau)
+
+    fuzz(run, ["smoothed_kmeans_loss[ne]", "smoothed_kmeans_loss[l2]"],
+         (WELL_FORMED_TASKS, 0.1, "ne"), (WELL_FORMED_TASKS, 0.1, "l2"))
 
 
 @pytest.mark.parametrize("shift", [100.0, 300.0, 1000.0])
@@ -465,10 +506,10 @@ def test_a_tau_that_rounds_to_zero_in_the_dtype_is_refused_by_name(omega):
     assert torch.isfinite(K.smoothed_kmeans_loss(X.double(), C.double(), omega, 1e-320)).all()  # float64 holds it
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, "float32", None])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, "float32", None, torch.float16, torch.bfloat16])
 def test_the_samplers_refuse_a_dtype_that_is_not_floating_point(dtype):
     for sampler in (K.sample_tasks, K.family_tasks):
-        with pytest.raises(ValueError, match="dtype must be a floating-point"):
+        with pytest.raises(ValueError, match=r"^dtype must be torch.float32 or torch.float64, got"):
             sampler(2, 10, 2, 3, dtype=dtype)
         check_contract(sampler.__name__, sampler, 2, 10, 2, 3, dtype=dtype)
 
@@ -476,12 +517,18 @@ def test_the_samplers_refuse_a_dtype_that_is_not_floating_point(dtype):
 SIZES = st.sampled_from([0, 1, 2, 3, 5, -1, True, 2.5, None, "2", 10**20])
 
 
-@SETTINGS
-@given(SIZES, SIZES, SIZES, SIZES, st.sampled_from(["sample_tasks", "family_tasks", "shifted_tasks"]))
-def test_the_task_samplers_keep_the_contract(B, n, d, k, name):
-    samplers = {"sample_tasks": K.sample_tasks, "family_tasks": K.family_tasks,
-                "shifted_tasks": lambda *sizes: K.shifted_tasks(None, *sizes)}
-    check_contract(name, samplers[name], B, n, d, k)
+SAMPLERS = {"sample_tasks": K.sample_tasks, "family_tasks": K.family_tasks,
+            "shifted_tasks": lambda *sizes: K.shifted_tasks(None, *sizes)}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_the_task_samplers_keep_the_contract(name):
+    @SETTINGS
+    @given(SIZES, SIZES, SIZES, SIZES)
+    def run(B, n, d, k):
+        check_contract(name, SAMPLERS[name], B, n, d, k)
+
+    fuzz(run, [name], (2, 5, 2, 3))
 
 
 # -- every other public name: sizes, numbers, schemes, models, tables and configs ---------------------
@@ -525,6 +572,12 @@ def _small(value):
     return not (isinstance(value, int) and value > 64)
 
 
+WELL_FORMED_SIZES = {"weight_gap_bound": (2, 4, "bn", "l2"), "attention_cost": (2, 4, "bn", 2),
+                     "make_generator": (2, 4, "bn", 1), "machine_description": (2, 4, "cpu", 1.0)}
+"""Well-formed (d, k, scheme, x) where the default (2, 4, "bn", 1.0) is not: x is an omega, a batch, a seed; s a
+device."""
+
+
 @pytest.mark.parametrize("name", sorted(SIZE_FUNCTIONS))
 def test_size_functions_keep_the_contract(name):
     @SETTINGS
@@ -532,7 +585,7 @@ def test_size_functions_keep_the_contract(name):
     def run(d, k, scheme, x):
         check_contract(name, SIZE_FUNCTIONS[name], d, k, scheme, x)
 
-    run()
+    fuzz(run, [name], WELL_FORMED_SIZES.get(name, (2, 4, "bn", 1.0)))
 
 
 def _model_for(X, C, scheme="bn", gamma=1.0):
@@ -575,7 +628,7 @@ def test_model_functions_keep_the_contract(name):
             x = 10**20  # the refusal is what is checked
         check_contract(name, MODEL_FUNCTIONS[name], *pair, x, refusal_names=MODEL_REFUSAL_NAMES.get(name, ()))
 
-    run()
+    fuzz(run, [name], (WELL_FORMED_TASKS, 2))  # x = 2: steps, a chunk, a gamma, a seed, a grid coordinate
 
 
 def _evaluation_table():
@@ -585,7 +638,9 @@ def _evaluation_table():
 
 
 EVALUATION = _evaluation_table()
-HISTORY = K.train(K.TrainConfig(d=2, k=3, n=8, steps=3, batch=2, seeds=(0, 1), val_tasks=2, val_every=1))[1]
+# with the columns a sweep's history has (convergence_summary groups by them)
+HISTORY = K.train(K.TrainConfig(d=2, k=3, n=8, steps=3, batch=2, seeds=(0, 1), val_tasks=2, val_every=1))[1].assign(
+    scheme="bn", omega="l2")
 
 
 @st.composite
@@ -631,17 +686,27 @@ def test_table_functions_keep_the_contract(name):
     def run(table, x):
         check_contract(name, function, table, x)
 
-    run()
+    fuzz(run, [name], (base, 0.5 if name == "convergence_summary" else None))
 
 
-@SETTINGS
-@given(st.sampled_from(["emd", "labels"]), tensors(), st.sampled_from([None, [], ["a"], ["a", "b"], "ab", 3]))
-def test_dissimilarity_helpers_keep_the_contract(which, z, labels):
-    if which == "emd":
-        D = z.numpy() if isinstance(z, torch.Tensor) else z
-        check_contract("block_summary", K.block_summary, D, labels)
-    else:
-        check_contract("block_labels", K.block_labels, {"a": z} if labels else labels)
+DISSIMILARITY_HELPERS = {
+    "block_summary": lambda z, labels: K.block_summary(z.numpy() if isinstance(z, torch.Tensor) else z, labels),
+    # {label: (X, C)}, or a task that is not a pair, or not a dict at all
+    "block_labels": lambda z, labels: K.block_labels({"a": (z, z) if isinstance(labels, list) else z} if labels
+                                                     else labels),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISSIMILARITY_HELPERS))
+def test_dissimilarity_helpers_keep_the_contract(name):
+    @SETTINGS
+    @given(tensors(), st.sampled_from([None, [], ["a"], ["a", "b"], "ab", 3]))
+    def run(z, labels):
+        # block_labels checks each (X, C) pair of its tasks by the names its docstring gives them
+        check_contract(name, DISSIMILARITY_HELPERS[name], z, labels,
+                       refusal_names=("X", "C") if name == "block_labels" else ())
+
+    fuzz(run, [name], (_rand(2, 2), ["a", "b"]) if name == "block_summary" else (_rand(2, 6, 2), ["a"]))
 
 
 CONFIG_FIELDS = {
@@ -655,12 +720,26 @@ CONFIG_FIELDS = {
 }
 
 
-@SETTINGS
-@given(st.data())
-def test_train_config_fields_keep_the_contract(data):
-    field = data.draw(st.sampled_from(sorted(CONFIG_FIELDS)))
-    value = data.draw(CONFIG_FIELDS[field])
-    check_contract(f"TrainConfig.{field}", K.TrainConfig, **{field: value})
+WELL_FORMED_FIELDS = {
+    "d": 3, "k": 4, "n": 32, "scheme": "oh", "omega": "ne", "tau": 0.5, "gamma": 2.0, "lr": 0.001, "steps": 5,
+    "batch": 4, "family": ("normal", "gumbel"), "scale": 0.2, "anisotropic": True, "unequal_weights": True,
+    "clip": 1.0, "seeds": (0, 1), "device": "cpu", "val_tasks": 8, "val_every": 2, "val_seed": 1, "impl": "direct",
+    "until_flat": 0.01, "min_steps": 2, "snapshots": True,
+}
+"""A valid value, not the default, for each fuzzed field."""
+
+
+def test_train_config_fields_keep_the_contract():
+    fields = st.sampled_from(sorted(CONFIG_FIELDS))
+
+    @SETTINGS
+    @given(fields.flatmap(lambda field: st.tuples(st.just(field), CONFIG_FIELDS[field])))
+    def run(field_value):
+        field, value = field_value
+        check_contract(f"TrainConfig.{field}", K.TrainConfig, **{field: value})
+
+    assert set(WELL_FORMED_FIELDS) == set(CONFIG_FIELDS)
+    fuzz(run, [f"TrainConfig.{field}" for field in CONFIG_FIELDS], *[(item,) for item in WELL_FORMED_FIELDS.items()])
 
 
 def test_non_tensor_input_is_refused_with_its_type():

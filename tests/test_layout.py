@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -56,14 +57,18 @@ MODULES = {_name(p): p for p in SOURCES}
 
 
 def _room(module: str) -> str:
+    """The room of a module; a room's package itself (``kmtrf_core.cost``, as in ``from .cost import fit``) is
+    in its room."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 and parts[1] in ROOMS else "paper"
+    return parts[1] if len(parts) >= 2 and parts[1] in ROOMS else "paper"
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=[_name(p) for p in SOURCES])
+PAPER_SOURCES = [p for p in SOURCES if _room(_name(p)) == "paper" and p.name != "__init__.py"]
+"""The paper room's modules, its package ``__init__`` aside (it loads the other rooms on first use)."""
+
+
+@pytest.mark.parametrize("path", PAPER_SOURCES, ids=[_name(p) for p in PAPER_SOURCES])
 def test_paper_modules_do_not_import_the_plumbing(path):
-    if _room(_name(path)) != "paper" or path.name == "__init__.py":
-        return
     rooms = {module for module, *_ in _imports(path) if _room(module) != "paper"}
     assert not rooms, f"{_name(path)} imports {sorted(rooms)}"
 
@@ -135,7 +140,7 @@ def test_training_cache_covers_every_module_the_loop_imports():
     # the imports the loop really executes are all in the fingerprint
     import sys
     loaded = {m for m in sys.modules if m.startswith("kmtrf_core.") and m in MODULES}
-    needed = {m for m in loaded if m in _closure("kmtrf_core.training.loop")}
+    needed = loaded & _closure("kmtrf_core.training.loop")
     assert needed <= reached
 
 
@@ -185,16 +190,74 @@ def _loaded_after(statement: str) -> set:
     return set(out.split())
 
 
-@pytest.mark.parametrize("statement", ["import kmtrf_core", *(f"import {name}" for name in PAPER_MODULES)])
+_FORKED_PROBE = """
+import json, os, sys, torch
+results = {}
+for statement in json.loads(sys.argv[1]):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            before = set(sys.modules)
+            exec(statement, {"__name__": "__main__"})
+            result = sorted(set(sys.modules) - before)
+        except BaseException as err:
+            result = f"{statement!r} raised {type(err).__name__}: {err}"
+        with os.fdopen(write, "w") as out:
+            json.dump(result, out)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    results[statement] = json.loads(text) if text else f"{statement!r}: the child ended with status {status}"
+print(json.dumps(results))
+"""
+"""One interpreter imports torch, then forks a child per statement: each child starts from the state of a
+fresh interpreter after ``import torch`` (the parent runs no statement), runs its statement alone and
+reports the modules it loaded, as :func:`_loaded_after` would, for the cost of one ``import torch``."""
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded_after_each(statements: tuple) -> dict:
+    """``{statement: set of modules it loads}``, each as by :func:`_loaded_after` (forked on Linux)."""
+    import json
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):  # fork after import torch is safe on Linux; elsewhere, one by one
+        return {statement: _loaded_after(statement) for statement in statements}
+    done = subprocess.run([sys.executable, "-c", _FORKED_PROBE, json.dumps(statements)], capture_output=True,
+                          text=True, check=True)
+    results = json.loads(done.stdout)
+    failed = {statement: result for statement, result in results.items() if isinstance(result, str)}
+    assert not failed, f"{failed}\n{done.stderr}"
+    return {statement: set(result) for statement, result in results.items()}
+
+
+LIGHT_STATEMENTS = ("import kmtrf_core", *(f"import {name}" for name in PAPER_MODULES))
+FIRST_USE = "import kmtrf_core; kmtrf_core.TrainConfig; kmtrf_core.TransformerKMeans"
+
+
+def _loaded(statement: str) -> set:
+    return _loaded_after_each((*LIGHT_STATEMENTS, FIRST_USE))[statement]
+
+
+def test_a_forked_probe_loads_what_a_fresh_interpreter_loads():
+    assert _loaded(FIRST_USE) == _loaded_after(FIRST_USE)  # the statement that loads the most
+
+
+@pytest.mark.parametrize("statement", LIGHT_STATEMENTS)
 def test_the_paper_room_loads_light(statement):
-    loaded = _loaded_after(statement)
+    loaded = _loaded(statement)
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY or m in HEAVY)
     rooms = sorted(m for m in loaded if m.startswith("kmtrf_core.") and _room(m) != "paper")
     assert not heavy and not rooms, f"{statement} loads {heavy + rooms}"
 
 
 def test_the_other_rooms_load_on_first_use():
-    loaded = _loaded_after("import kmtrf_core; kmtrf_core.TrainConfig; kmtrf_core.TransformerKMeans")
+    loaded = _loaded(FIRST_USE)
     assert {"kmtrf_core.training", "kmtrf_core.estimator"} <= loaded
     for name in kmtrf_core.__all__:
         assert getattr(kmtrf_core, name) is not None, name

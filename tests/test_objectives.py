@@ -16,8 +16,10 @@ from kmtrf_core.objectives import (
     sparsemax,
     sparsemax_is_tight,
     sparsemax_threshold,
+    training_loss,
     weight_gap,
     weight_gap_bound,
+    worst_weight_gap,
 )
 
 entmax = pytest.importorskip("entmax")
@@ -76,10 +78,29 @@ def test_smoothed_loss_upper_bounds_kmeans_objective(k, omega, tau):
     assert (smoothing_gap(X, C, omega, tau) >= 0).all()
 
 
+def _reference_r(X, C):
+    """Squared distances ``r_ij = |x_i - c_j|^2`` written out, ``(B, n, k)``."""
+    return ((X[:, :, None, :] - C[:, None, :, :]) ** 2).sum(-1)
+
+
+@pytest.mark.parametrize("tau", [0.02, 0.3])
+def test_point_losses_match_an_independent_reference(tau):
+    # Eq. 24: <P_Omega(r / tau), r>, with softmin weights softmax(-r / tau) for NE (Eq. 26) and the
+    # sparsemax of -r / tau for L2 (Eq. 27-29, entmax's sparsemax); no regularizer term is added
+    X, C = sample_tasks(4, 40, 2, 5, generator=5, dtype=torch.float64)
+    r = _reference_r(X, C)
+    reference = {"ne": (torch.softmax(-r / tau, dim=-1) * r).sum(-1),
+                 "l2": (entmax.sparsemax(-r / tau, dim=-1) * r).sum(-1)}
+    for omega, expected in reference.items():
+        torch.testing.assert_close(smoothed_point_losses(X, C, omega, tau), expected, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(smoothed_kmeans_loss(X, C, omega, tau), expected.sum(-1), rtol=1e-10, atol=1e-12)
+        assert (expected > r.amin(-1) + 1e-6).any()  # the weights are not one-hot at this tau: the check has teeth
+
+
 def test_losses_converge_to_kmeans_as_tau_shrinks():
     X, C = sample_tasks(4, 50, 2, 5, generator=1, dtype=torch.float64)
     exact = kmeans_objective(X, C)
-    torch.testing.assert_close(exact, kmeans_objective(X, C))
+    torch.testing.assert_close(exact, _reference_r(X, C).amin(-1).sum(-1))  # Eq. 21-23: the nearest center
     for omega in ("ne", "l2"):
         gaps = [(smoothed_kmeans_loss(X, C, omega, t) - exact).max().item() for t in (1.0, 0.1, 0.01, 1e-4)]
         assert all(a >= b for a, b in zip(gaps, gaps[1:]))
@@ -99,6 +120,20 @@ def test_weight_gap_respects_proposition_H1():
     # the worst case of L2: all distances equal (uniform weights) approaches sqrt(1 - 1/k)
     flat = torch.zeros(1, 6, dtype=torch.float64)
     assert weight_gap(flat, "l2", 0.1).item() == pytest.approx(math.sqrt(1 - 1 / 6))
+
+
+@pytest.mark.parametrize("omega", ["l2", "ne"])
+def test_worst_weight_gap_finds_the_worst_case(omega):
+    # equal distances give uniform weights and the gap sqrt(1 - 1/k), the largest there is for both: with p the
+    # weights, the argmin's p_1 >= 1/k is the largest, so |e_1 - p|^2 <= (1 - p_1)^2 + p_1 (1 - p_1) = 1 - p_1.
+    # For L2 this is Proposition H.1's bound. The search must come close to it, and return an r with its gap.
+    k = 4
+    worst = weight_gap(torch.zeros(k, dtype=torch.float64), omega, 0.1).item()
+    assert worst == pytest.approx(math.sqrt(1 - 1 / k)) and worst <= weight_gap_bound(k, omega) + 1e-12
+    gap, r = worst_weight_gap(k, omega, 0.1, restarts=16, steps=50, generator=torch.Generator().manual_seed(0))
+    assert r.shape == (k,) and r.dtype == torch.float64
+    assert weight_gap(r, omega, 0.1).item() == pytest.approx(gap, rel=1e-12)
+    assert 0.98 * worst <= gap <= worst + 1e-12
 
 
 def test_margin_condition_gives_exact_tightness():
@@ -134,3 +169,23 @@ def test_bad_input(call, match):
     X, C = sample_tasks(2, 10, 2, 3, generator=0)
     with pytest.raises(ValueError, match=match):
         call(X, C)
+
+
+@pytest.mark.parametrize("trim,n,left_out", [(0.29, 100, 29), (0.1, 32, 3), (0.1, 30, 3), (0.5, 4, 2),
+                                             (0.1, 9, 0), (0.07, 100, 7), (0.57, 100, 57)])
+def test_trim_leaves_out_floor_of_trim_times_n_points(trim, n, left_out):
+    # the point losses are 0, 1, 4, ...: the kept ones are the n - left_out smallest
+    X = torch.arange(float(n), dtype=torch.float64).view(1, n, 1)
+    C = torch.zeros(1, 2, 1, dtype=torch.float64)
+    kept = (torch.arange(float(n - left_out), dtype=torch.float64) ** 2).sum()
+    assert smoothed_kmeans_loss(X, C, "l2", 0.1, trim=trim).item() == kept.item()
+    assert training_loss(X, C, "l2", 0.1, trim=trim).item() == kept.item()
+
+
+def test_the_book_trim_counts_as_before_at_every_size():
+    # training's trimmed loss must not change: for the profiles' trim the floor is int(trim * n)
+    from kmtrf_core.book.profiles import PROFILES  # the profiles: only this test reads them
+    trims = {sizes["openq"].trim for sizes in PROFILES.values()}
+    assert trims == {0.1}
+    for trim in trims:
+        assert all(math.floor(trim * n + 1e-9) == int(trim * n) for n in range(1, 200_001))

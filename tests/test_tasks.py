@@ -82,9 +82,26 @@ def test_anisotropic_spreads_differ_across_dimensions():
     assert sd.max() / sd.min() > 2
 
 
+def _middle_half(X):
+    """Per task, the interquartile range of the (1-D) points: ``(B,)``."""
+    q = torch.quantile(X[..., 0].double(), torch.tensor([0.25, 0.75], dtype=torch.float64), dim=1)
+    return q[1] - q[0]
+
+
 def test_mixed_families_in_one_batch():
-    X, C = sample_tasks(20, 50, 2, 3, family=("normal", "cauchy"), generator=0)
-    assert X.shape == (20, 50, 2)
+    # at scale 1 the noise dominates the task; scaled to [0, 1], the middle half of a normal task spans about a
+    # fifth of the range, that of a Cauchy task a small fraction (its outliers set the range): the interquartile
+    # range tells the two families apart task by task, far from the threshold both ways (over 5000 tasks of each,
+    # at least 0.15 for normal, at most 0.05 for Cauchy)
+    sizes = dict(batch=40, n=400, d=1, k=2, scale=1.0)
+    normal = _middle_half(sample_tasks(**sizes, family="normal", generator=1)[0])
+    cauchy = _middle_half(sample_tasks(**sizes, family="cauchy", generator=1)[0])
+    assert normal.min() > 0.1 > cauchy.max()
+    X, C = sample_tasks(**sizes, family=("normal", "cauchy"), generator=0)
+    assert X.shape == (40, 400, 1) and C.shape == (40, 2, 1)
+    # each task draws its family: both occur (all 40 tasks of one family has probability 2 ** -39)
+    drawn_normal = int((_middle_half(X) > 0.1).sum())
+    assert 0 < drawn_normal < 40, drawn_normal
 
 
 def test_min_max_scale():
@@ -144,3 +161,66 @@ def test_noise_is_finite_at_the_ends_of_the_unit_interval(monkeypatch):
             assert torch.isfinite(e).all(), (family, dtype, e)
         lap = tasks_module._noise("laplace", ends.shape, None, dtype, "cpu")
         assert lap[0] < lap[1] < lap[2] < 0 <= lap[3] < lap[4]
+
+
+def test_family_names_are_read_in_any_case():
+    from kmtrf_core.tasks import check_families  # not re-exported at the package top
+
+    assert check_families("Normal") == ("normal",)
+    assert check_families(["CAUCHY", "laplace"]) == ("cauchy", "laplace")
+    assert torch.equal(sample_tasks(2, 10, 2, 3, family="Gumbel", generator=1)[0],
+                       sample_tasks(2, 10, 2, 3, family="gumbel", generator=1)[0])
+    for family in (["normal", "Normal"], ["normal", 3], "uniform", [["normal"]]):
+        with pytest.raises(ValueError, match="family must be distinct names from"):
+            check_families(family)
+
+
+def test_min_max_scale_names_an_overflowing_span():
+    with pytest.raises(ValueError, match="the spans of X overflow torch.float32"):
+        min_max_scale(torch.tensor([[[-3e38], [3e38], [0.0]]]))
+    assert min_max_scale(torch.tensor([[[-3e38], [3e38], [0.0]]], dtype=torch.float64)).flatten().tolist() == [0.0, 1.0, 0.5]
+
+
+def test_unit_cube_names_an_overflow_and_mixed_dtypes():
+    with pytest.raises(ValueError, match="the spans of X and C overflow torch.float32"):
+        to_unit_cube(torch.tensor([[[-3e38], [3e38]]]), torch.tensor([[[0.0], [1.0]]]))
+    with pytest.raises(ValueError, match="X and C must share a dtype"):
+        to_unit_cube(torch.rand(1, 4, 2), torch.rand(1, 2, 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, "float32"])
+def test_tasks_are_float32_or_float64(dtype):
+    with pytest.raises(ValueError, match=r"^dtype must be torch.float32 or torch.float64"):
+        sample_tasks(2, 10, 2, 3, dtype=dtype)
+
+
+def test_centers_sit_at_distinct_indices_even_where_values_repeat():
+    # 1-D Cauchy tasks scaled to [0, 1] in float32 can hold two equal points; the centers are still
+    # k different points of the task (indices), as the docstring says, not k different values
+    X, C = sample_tasks(4000, 64, 1, 10, family="cauchy", generator=0)
+    counts = (C[:, :, None, :] == X[:, None, :, :]).all(-1).sum(-1)  # (B, k): points equal to each center
+    repeated = (counts > 1).any(-1)
+    assert bool(repeated.any())  # such tasks exist...
+    for task in torch.nonzero(repeated).flatten()[:5].tolist():
+        # ...and there the centers are equal in number to the points they match, so no index is used twice
+        values, multiplicity = C[task, :, 0].unique(return_counts=True)
+        assert multiplicity.sum().item() == 10
+        in_x = torch.stack([(X[task, :, 0] == v).sum() for v in values])
+        assert bool((multiplicity <= in_x).all())
+
+
+def test_the_sampler_reads_nothing_back_from_the_device(monkeypatch):
+    """sample_tasks runs inside the training step: no check of its own points, which would read a value back
+    from the device every step (and cannot be recorded in a CUDA graph); min_max_scale itself still checks."""
+    import kmtrf_core.tasks as tasks  # the module whose checks are replaced
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a value check inside the sampler")
+
+    expected = tasks.sample_tasks(4, 32, 3, 5, family="cauchy", generator=1)
+    monkeypatch.setattr(tasks, "check_tensor", refuse)
+    monkeypatch.setattr(tasks, "check_finite_result", refuse)
+    X, C = tasks.sample_tasks(4, 32, 3, 5, family="cauchy", generator=1)
+    assert torch.equal(X, expected[0]) and torch.equal(C, expected[1])
+    with pytest.raises(AssertionError, match="value check"):
+        tasks.min_max_scale(X)
