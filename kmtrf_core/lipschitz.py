@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .validation import FLOAT_DTYPES, check_choice, check_int, check_number, check_points_centers
+from .validation import check_choice, check_float_dtype, check_int, check_number, check_points_centers
 from .embeddings import SCHEMES, cluster_codes, embedding_dim
 from .model import ClusterTransformer
 from .objectives import OMEGAS, smoothed_kmeans_loss
@@ -383,8 +383,7 @@ def random_parameters(
     check_int(count, "count")
     check_int(d_emb, "d_emb")
     Gamma1, Gamma2 = check_number(Gamma1, "Gamma1"), check_number(Gamma2, "Gamma2")
-    if dtype not in FLOAT_DTYPES:
-        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    check_float_dtype(dtype)
     gen = make_generator(generator, name="generator")
     draw = dict(generator=gen, dtype=dtype, device=gen.device)  # drawn where the generator lives
     out = {}

@@ -168,21 +168,18 @@ def min_max_scale(X: torch.Tensor) -> torch.Tensor:
     ValueError: the spans of X overflow torch.float32 at this input's scale; rescale the data (for example with kmtrf_core.to_unit_cube) or use float64
     """
     check_tensor(X, "X", 3)
-    lo = X.amin(dim=1, keepdim=True)
-    span = check_finite_result(X.amax(dim=1, keepdim=True) - lo, "the spans of X")  # (B, 1, d): a small check
-    return _scaled(X, lo, span)
+    return _min_max_scale(X, check=True)
 
 
-def _scaled(X: torch.Tensor, lo: torch.Tensor, span: torch.Tensor) -> torch.Tensor:
-    return (X - lo) / torch.where(span > 0, span, torch.ones_like(span))
-
-
-def _min_max_scale(X: torch.Tensor) -> torch.Tensor:
-    """:func:`min_max_scale` without its checks: the sampler's, whose points are finite by construction and
-    which runs inside the training step, where a check would read a value back from the device every step
+def _min_max_scale(X: torch.Tensor, check: bool = False) -> torch.Tensor:
+    """:func:`min_max_scale`; without ``check``, the sampler's: its points are finite by construction and it runs
+    inside the training step, where checking the spans would read a value back from the device every step
     (and could not be recorded in a CUDA graph)."""
     lo = X.amin(dim=1, keepdim=True)
-    return _scaled(X, lo, X.amax(dim=1, keepdim=True) - lo)
+    span = X.amax(dim=1, keepdim=True) - lo  # (B, 1, d)
+    if check:
+        check_finite_result(span, "the spans of X")
+    return (X - lo) / torch.where(span > 0, span, torch.ones_like(span))
 
 
 def to_unit_cube(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -291,7 +291,7 @@ def test_train_cached_refuses_a_cache_it_cannot_write_before_training(tmp_path, 
         runs_module.train_cached(TrainConfig(**CACHED))
     assert count_train == []  # refused before any training
     runs_module.train_cached(TrainConfig(**CACHED), directory=tmp_path / "fine")
-    assert not any(path.name.startswith(".write-test") for path in (tmp_path / "fine").iterdir())
+    assert not any(path.name.startswith(".kmtrf-write-check") for path in (tmp_path / "fine").iterdir())
 
 def test_train_cached_refresh_retrains(tmp_path, count_train):
     cfg = TrainConfig(**CACHED)

@@ -35,7 +35,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..validation import check_choice, check_finite_result
+from ..validation import check_finite_result
 from . import fused, seeding
 from .passes import device_chunks, lloyd_pass, lloyd_update, same_clustering, sample_weights, squared_norms
 from ..device import resolve_device
@@ -297,7 +297,7 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _named_layer(self):
         """``"lloyd"`` or ``"learned"`` when ``layer`` is a string naming one of them in any case, else ``None``."""
         if isinstance(self.layer, str) and self.layer.lower() in LAYERS:
-            return check_choice(self.layer, "layer", LAYERS)
+            return self.layer.lower()
         return None
 
     def _resolve_layer(self, d: int):

@@ -33,7 +33,7 @@ from ..model import ClusterTransformer
 from .config import TrainConfig
 
 __all__ = ["CorruptFileError", "atomic_save", "load_checkpoint", "load_file", "load_weights",
-           "remove_stale_temporaries", "weights_of"]
+           "remove_stale_temporaries", "weights_of", "writable_folder"]
 
 MAGIC = b"kmtrf-checkpoint 1 "
 
@@ -258,3 +258,24 @@ def load_checkpoint(path, config: TrainConfig | None = None) -> dict:
         if state["step"] > config.steps:
             raise ValueError(f"checkpoint {path} is at step {state['step']}, beyond config.steps={config.steps}")
     return state
+
+
+def writable_folder(folder) -> Path:
+    """``folder``, created if missing, once a file was written in it and removed; ``OSError`` when it cannot be.
+
+    The check before training (the training CLI's ``--out``, the run cache of
+    :func:`~kmtrf_core.training.train_cached`), so that a folder that cannot
+    take the result stops a run before it trains, not after.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     folder = writable_folder(Path(parent) / "runs")
+    ...     folder.is_dir(), list(folder.iterdir())
+    (True, [])
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".kmtrf-write-check-{os.getpid()}"
+    probe.write_bytes(b"")
+    probe.unlink()
+    return folder

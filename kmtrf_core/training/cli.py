@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ..device import resolve_device
-from .checkpoints import load_checkpoint
+from .checkpoints import load_checkpoint, writable_folder
 from .graphs import graph_obstacle
 from .config import TrainConfig
 from .loop import train
@@ -125,10 +125,7 @@ def _check_out(parser: argparse.ArgumentParser, out: Path) -> None:
     if out.exists() and not out.is_dir():
         parser.error(f"--out {out} is a file, not a folder; name a folder for checkpoint.pt and history.csv")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".kmtrf-write-check"
-        probe.write_bytes(b"")
-        probe.unlink()
+        writable_folder(out)
     except OSError as err:
         parser.error(f"--out {out} cannot be written ({err.strerror}); choose another folder")
 

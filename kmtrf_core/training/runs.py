@@ -29,7 +29,8 @@ from tqdm.auto import tqdm
 
 from ..device import resolve_device
 from ..validation import check_choice, check_number, check_table
-from .checkpoints import atomic_save, load_file, load_weights, remove_stale_temporaries, weights_of
+from .checkpoints import (atomic_save, load_file, load_weights, remove_stale_temporaries, weights_of,
+                          writable_folder)
 from .config import HISTORY_COLUMNS, TrainConfig, TrainingDiverged, check_config, layer_for
 from .loop import train
 
@@ -252,7 +253,11 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
             history.attrs["snapshots"] = state["snapshots"]
         return model.eval(), history
     remove_stale_temporaries(path)
-    _check_writable(path.parent)
+    try:  # refused before training, not after: a run whose cache cannot take it would train for nothing
+        writable_folder(path.parent)
+    except OSError as err:
+        raise ValueError(f"the run cache {os.fspath(path.parent)!r} cannot be written ({err.strerror or err}); set "
+                         "KMTRF_CACHE to a folder you can write, or pass directory=") from None
     try:
         model, history = train(config, progress=progress, graph=graph)
     except TrainingDiverged as err:
@@ -265,18 +270,6 @@ def train_cached(config: TrainConfig, *, directory=None, refresh: bool = False, 
         path,
     )
     return model, history
-
-
-def _check_writable(folder: Path) -> None:
-    """Refuse before training, not after: a run whose cache folder cannot take a file would train for nothing."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"the run cache {os.fspath(folder)!r} cannot be written ({err.strerror or err}); set "
-                         "KMTRF_CACHE to a folder you can write, or pass directory=") from None
 
 
 def _rows(history) -> list:
