@@ -5,7 +5,10 @@ dimensions: component ``j`` has a location ``l_j ~ U(0, 1)^d``, a per-dimension
 spread ``s_j`` (all ones, or ``U(0, 1)^d`` when anisotropic), and a weight
 ``w_j`` (``1/k``, or drawn uniformly from the simplex when unequal). A point of
 component ``j`` is ``l_j + scale * s_j * e`` with ``e`` drawn from the family's
-standard distribution, independently per coordinate:
+standard distribution, independently per coordinate; a lognormal point is
+``exp(l_j + scale * s_j * e)`` with ``e ~ N(0, 1)``, the distribution with
+location ``l_j`` and scale ``scale * s_j`` of its logarithm (torch's
+``LogNormal(loc, scale)``, as the authors' released code draws it in ``ctasks.py``):
 
 ============  ==============================================
 family        standard noise ``e``
@@ -14,7 +17,7 @@ normal        N(0, 1)
 cauchy        standard Cauchy (location 0, scale 1)
 gumbel        standard Gumbel (location 0, scale 1)
 laplace       Laplace (location 0, scale 1)
-lognormal     exp(N(0, 1))
+lognormal     N(0, 1), exponentiated with the location
 ============  ==============================================
 
 The points are then min-max scaled per task and per dimension to ``[0, 1]``,
@@ -128,10 +131,8 @@ def _open_uniform(shape, gen, dtype, device) -> torch.Tensor:
 
 
 def _noise(family: str, shape, gen, dtype, device) -> torch.Tensor:
-    if family == "normal":
+    if family in ("normal", "lognormal"):  # lognormal: the normal draw, exponentiated by _lognormal
         return torch.randn(shape, generator=gen, dtype=dtype, device=device)
-    if family == "lognormal":
-        return torch.randn(shape, generator=gen, dtype=dtype, device=device).exp_()
     u = _open_uniform(shape, gen, dtype, device)
     if family == "cauchy":
         return torch.tan(math.pi * (u - 0.5))
@@ -140,6 +141,12 @@ def _noise(family: str, shape, gen, dtype, device) -> torch.Tensor:
     # laplace, by the inverse CDF in the form that stays finite at both ends of (0, 1):
     # log1p(-2|u - 1/2|) would round u - 1/2 to -1/2 for u < 3e-8 in float32 and return -inf
     return torch.where(u < 0.5, torch.log(2.0 * u), -torch.log(2.0 * (1.0 - u)))
+
+
+def _lognormal(log_points: torch.Tensor) -> torch.Tensor:
+    # exp of (B, n, d) logarithms, each task and dimension divided by its largest point first: per-dimension
+    # min-max scaling (which follows) does not see a positive factor, and exp never overflows
+    return (log_points - log_points.amax(dim=1, keepdim=True)).exp_()
 
 
 def min_max_scale(X: torch.Tensor) -> torch.Tensor:
@@ -310,7 +317,9 @@ def sample_tasks(
     spread = torch.gather(spread, 1, idx)
 
     if len(families) == 1:
-        noise = _noise(families[0], (batch, n, d), gen, dtype, device)
+        points = mean + scale * spread * _noise(families[0], (batch, n, d), gen, dtype, device)
+        if families[0] == "lognormal":
+            points = _lognormal(points)
     else:
         which = torch.randint(len(families), (batch,), generator=gen, device=device)
         noise = torch.empty(batch, n, d, dtype=dtype, device=device)
@@ -318,7 +327,11 @@ def sample_tasks(
             rows = torch.nonzero(which == f_idx).flatten()
             if rows.numel():
                 noise[rows] = _noise(fam, (rows.numel(), n, d), gen, dtype, device)
-    X = _min_max_scale(mean + scale * spread * noise)
+        points = mean + scale * spread * noise
+        if "lognormal" in families:
+            log_rows = which == families.index("lognormal")  # (B,): a mask, no host read-back
+            points = torch.where(log_rows[:, None, None], _lognormal(points), points)
+    X = _min_max_scale(points)
 
     pick = torch.rand(batch, n, generator=gen, dtype=torch.float32, device=device).argsort(dim=1)[:, :k]  # (B, k)
     C = torch.gather(X, 1, pick.unsqueeze(-1).expand(batch, k, d))

@@ -50,13 +50,63 @@ def test_family_noise_statistics():
     assert abs(laplace.mean()) < 0.02 and abs(laplace.var() - 2) < 0.05
     gumbel = _raw_noise("gumbel")
     assert abs(gumbel.mean() - 0.5772156649) < 0.01 and abs(gumbel.var() - math.pi**2 / 6) < 0.05
-    lognormal = _raw_noise("lognormal")
-    assert abs(lognormal.log().mean()) < 0.01 and (lognormal > 0).all()
-    assert abs(lognormal.median() - 1.0) < 0.01
+    assert torch.equal(_raw_noise("lognormal"), normal)  # the normal draw, exponentiated with the location
     cauchy = _raw_noise("cauchy")
     q1, q2, q3 = torch.quantile(cauchy[:100_000], torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
     assert abs(q1 + 1) < 0.03 and abs(q2) < 0.02 and abs(q3 - 1) < 0.03  # quartiles of Cauchy(0, 1)
     assert cauchy.abs().max() > 1e3  # heavy tails
+
+
+def _appendix_d_reference(family, batch, n, d, k, seed):
+    # Appendix D written out with the sampler's draws in the sampler's order (locations, spreads, labels,
+    # noise), the lognormal as torch.distributions.LogNormal(l_j, 0.1) reads it (the authors' ctasks.py)
+    gen = torch.Generator().manual_seed(seed)
+    loc = torch.rand(batch, k, d, generator=gen, dtype=torch.float64)
+    labels = torch.multinomial(torch.full((batch, k), 1.0 / k, dtype=torch.float64), n, replacement=True,
+                               generator=gen)
+    z = torch.randn(batch, n, d, generator=gen, dtype=torch.float64)
+    means = torch.stack([loc[b, labels[b]] for b in range(batch)])
+    raw = torch.exp(means + 0.1 * z) if family == "lognormal" else means + 0.1 * z
+    lo, hi = raw.amin(dim=1, keepdim=True), raw.amax(dim=1, keepdim=True)
+    return (raw - lo) / (hi - lo)
+
+
+@pytest.mark.parametrize("family", ["normal", "lognormal"])
+def test_normal_and_lognormal_tasks_follow_appendix_d(family):
+    X, _ = sample_tasks(3, 50, 2, 4, family=family, generator=11, dtype=torch.float64)
+    assert torch.allclose(X, _appendix_d_reference(family, 3, 50, 2, 4, 11), rtol=0, atol=1e-12)
+
+
+def test_lognormal_points_are_exponentiated_normal_points():
+    # the lognormal task is the normal task of the same draws, exponentiated before the scaling: the points'
+    # order within each dimension is the same, and their spread is skewed to the right
+    normal = sample_tasks(2, 400, 3, 3, family="normal", generator=5, dtype=torch.float64)[0]
+    lognormal = sample_tasks(2, 400, 3, 3, family="lognormal", generator=5, dtype=torch.float64)[0]
+    assert torch.equal(normal.argsort(dim=1), lognormal.argsort(dim=1))
+    assert not torch.allclose(normal, lognormal)
+
+
+def test_lognormal_at_a_large_scale_stays_finite():
+    # exp(l + scale e) overflows float32 beyond 88: each task and dimension is divided by its largest point first
+    X, C = sample_tasks(4, 64, 2, 3, family="lognormal", scale=200.0, generator=0)
+    assert torch.isfinite(X).all() and float(X.min()) == 0.0 and float(X.max()) == 1.0
+
+
+def test_mixed_families_exponentiate_only_the_lognormal_tasks():
+    # Appendix D per task, with the sampler's draws: each family's noise is drawn for its tasks in turn
+    X = sample_tasks(64, 30, 2, 3, family=("normal", "lognormal"), generator=2, dtype=torch.float64)[0]
+    gen = torch.Generator().manual_seed(2)
+    loc = torch.rand(64, 3, 2, generator=gen, dtype=torch.float64)
+    labels = torch.multinomial(torch.full((64, 3), 1 / 3, dtype=torch.float64), 30, replacement=True, generator=gen)
+    which = torch.randint(2, (64,), generator=gen)
+    assert 0 < int(which.sum()) < 64  # both families present
+    raw = torch.stack([loc[b, labels[b]] for b in range(64)])
+    for f_idx in (0, 1):
+        rows = torch.nonzero(which == f_idx).flatten()
+        raw[rows] = raw[rows] + 0.1 * torch.randn(len(rows), 30, 2, generator=gen, dtype=torch.float64)
+    raw = torch.where(which[:, None, None] == 1, raw.exp(), raw)
+    lo, hi = raw.amin(dim=1, keepdim=True), raw.amax(dim=1, keepdim=True)
+    assert torch.allclose(X, (raw - lo) / (hi - lo), rtol=0, atol=1e-12)
 
 
 def test_isotropic_normal_clusters_are_tight():
