@@ -156,6 +156,10 @@ def block_labels(tasks: dict) -> list:
     ...          "cauchy": (torch.zeros(1, 5, 1), torch.zeros(1, 2, 1))}
     >>> block_labels(tasks)
     ['normal', 'normal', 'cauchy']
+    >>> block_labels({"normal": (torch.zeros(2, 5, 1), torch.zeros(2, 1, 1))})
+    Traceback (most recent call last):
+    ...
+    ValueError: tasks['normal']: C must hold k >= 2 centers, got k=1
     """
     if not isinstance(tasks, dict):
         raise ValueError(f"tasks must be a dict label -> (X, C), got {type(tasks).__name__}")
@@ -163,7 +167,10 @@ def block_labels(tasks: dict) -> list:
     for label, pair in tasks.items():
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise ValueError(f"tasks[{label!r}] must be a pair (X, C)")
-        check_points_centers(*pair, k_le_n=False)
+        try:
+            check_points_centers(*pair, k_le_n=False)
+        except ValueError as err:  # the message names X or C: say which entry of tasks they are
+            raise ValueError(f"tasks[{label!r}]: {err}") from None
         labels += [label] * pair[0].shape[0]
     return labels
 

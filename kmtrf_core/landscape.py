@@ -86,11 +86,22 @@ class Landscape:
 
     @property
     def gap(self) -> np.ndarray:
-        """The gap ``smoothed - kmeans`` (``>= 0``; Fig. 5)."""
+        """The gap ``smoothed - kmeans`` (``>= 0``; Fig. 5).
+
+        >>> Landscape(alphas=np.array([0.0]), betas=np.array([0.0, 1.0]), smoothed=np.array([[2.0, 3.0]]),
+        ...           kmeans=np.array([[1.5, 3.0]]), directions=({}, {}), omega="ne", tau=0.1).gap.tolist()
+        [[0.5, 0.0]]
+        """
         return self.smoothed - self.kmeans
 
     def at(self, alpha: float, beta: float) -> dict:
-        """The three losses at the grid point nearest to ``(alpha, beta)``."""
+        """The three losses at the grid point nearest to ``(alpha, beta)``.
+
+        >>> surface = Landscape(alphas=np.array([0.0]), betas=np.array([0.0, 1.0]), smoothed=np.array([[2.0, 3.0]]),
+        ...                     kmeans=np.array([[1.5, 3.0]]), directions=({}, {}), omega="ne", tau=0.1)
+        >>> surface.at(0.0, 0.4), surface.at(5.0, 0.9)
+        ({'smoothed': 2.0, 'kmeans': 1.5, 'gap': 0.5}, {'smoothed': 3.0, 'kmeans': 3.0, 'gap': 0.0})
+        """
         i = int(np.abs(self.alphas - alpha).argmin())
         j = int(np.abs(self.betas - beta).argmin())
         return {"smoothed": float(self.smoothed[i, j]), "kmeans": float(self.kmeans[i, j]),

@@ -70,6 +70,7 @@ def center_norm_sq(d: int, k: int, scheme: str, exact: bool = False) -> float:
         Token embedding.
     exact : bool
         Use the largest squared norm of the actual codes instead of the paper's value.
+        ``True`` or ``False`` only.
 
     Returns
     -------
@@ -84,6 +85,8 @@ def center_norm_sq(d: int, k: int, scheme: str, exact: bool = False) -> float:
     check_int(d, "d")
     check_int(k, "k", minimum=2)
     scheme = check_choice(scheme, "scheme", SCHEMES)
+    if not isinstance(exact, bool):
+        raise ValueError(f"exact must be True or False, got {exact!r}")
     if exact:
         codes = cluster_codes(k, scheme, dtype=torch.float64)
         extra = int((codes * codes).sum(dim=1).max().item()) if codes.shape[1] else 0
@@ -154,22 +157,39 @@ class LipschitzBound:
 
     @property
     def log_alpha(self) -> float:
-        """Natural log of the bound ``alpha = kappa_1 * phi``."""
+        """Natural log of the bound ``alpha = kappa_1 * phi``.
+
+        >>> b = lipschitz_bound(8, 3, 2, "bn")
+        >>> b.log_alpha == b.log_kappa1 + b.log_phi
+        True
+        """
         return self.log_kappa1 + self.log_phi
 
     @property
     def log10_alpha(self) -> float:
-        """Base-10 log of ``alpha``."""
+        """Base-10 log of ``alpha``.
+
+        >>> round(lipschitz_bound(8, 3, 2, "bn").log10_alpha, 2)
+        25.67
+        """
         return self.log_alpha / math.log(10)
 
     @property
     def k_sqrt_dE(self) -> float:
-        """The recurring quantity ``k sqrt(d_E)`` (Eq. 202)."""
+        """The recurring quantity ``k sqrt(d_E)`` (Eq. 202).
+
+        >>> lipschitz_bound(8, 3, 2, "bn").k_sqrt_dE   # d_E = 2 + 2 for BN with k = 3
+        6.0
+        """
         return self.k * math.sqrt(self.d_E)
 
     @property
     def dE_over_sqrt_demb(self) -> float:
-        """The recurring quantity ``d_E / sqrt(d_emb)`` (Eq. 202), inside the exponentials."""
+        """The recurring quantity ``d_E / sqrt(d_emb)`` (Eq. 202), inside the exponentials.
+
+        >>> lipschitz_bound(8, 3, 2, "bn").dE_over_sqrt_demb   # d_E = 4, d_emb = 4
+        2.0
+        """
         return self.d_E / math.sqrt(self.d_emb)
 
 
@@ -235,6 +255,7 @@ def lipschitz_bound(
         How the twelve per-matrix constants form ``phi`` (in any case).
     exact_dE : bool
         Take ``d_E`` from the actual codes (:func:`center_norm_sq` with ``exact=True``).
+        ``True`` or ``False`` only.
 
     Returns
     -------
@@ -258,8 +279,9 @@ def lipschitz_bound(
     tau = check_number(tau, "tau")
     omega = check_choice(omega, "omega", OMEGAS)
     G1, G2 = check_number(Gamma1, "Gamma1"), check_number(Gamma2, "Gamma2")
-    if not isinstance(refined, bool):
-        raise ValueError(f"refined must be True or False, got {refined!r}")
+    for flag, value in (("refined", refined), ("exact_dE", exact_dE)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{flag} must be True or False, got {value!r}")
     combine = check_choice(combine, "combine", _COMBINE)
     dE = float(center_norm_sq(d, k, scheme, exact=exact_dE))
     m_emb = embedding_dim(d, k, scheme)

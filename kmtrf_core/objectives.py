@@ -352,14 +352,16 @@ def worst_weight_gap(
     restarts : int
         Random starting points, at scales from ``1e-3 tau`` to ``10 tau``.
     steps : int
-        Adam steps of the ascent.
+        Adam steps of the ascent, ``>= 0`` (0: the best starting point).
     generator : torch.Generator, optional
         For the starting points.
 
     Returns
     -------
     gap : float
-        The largest gap found.
+        The largest gap found: over the starting points and every iterate
+        of the ascent (Adam can step past a maximum, so the last iterate
+        need not be the best).
     r : torch.Tensor
         ``(k,)`` float64, the ``r`` attaining it.
 
@@ -371,17 +373,27 @@ def worst_weight_gap(
     """
     omega, tau = check_choice(omega, "omega", OMEGAS), check_number(tau, "tau")
     check_int(k, "k", minimum=2)
+    check_int(restarts, "restarts")
+    check_int(steps, "steps", minimum=0)
     scales = torch.logspace(-3, 1, restarts, dtype=torch.float64)[:, None] * tau
     r = (torch.rand(restarts, k, generator=generator, dtype=torch.float64) * scales).requires_grad_(True)
     opt = torch.optim.Adam([r], lr=0.05 * tau)
-    for _ in range(steps):
-        opt.zero_grad()
-        (-weight_gap(r, omega, tau).sum()).backward()
-        opt.step()
-    with torch.no_grad():
+    # Adam can step past a maximum: keep each start's best iterate (the starts and every step), not the last
+    best_gaps = torch.full((restarts,), -math.inf, dtype=torch.float64)
+    best_r = r.detach().clone()
+    for step in range(steps + 1):
         gaps = weight_gap(r, omega, tau)
-        best = int(gaps.argmax())
-        return gaps[best].item(), r[best].detach().clone()
+        with torch.no_grad():
+            better = gaps > best_gaps
+            best_gaps = torch.where(better, gaps, best_gaps)
+            best_r = torch.where(better[:, None], r, best_r)
+        if step == steps:
+            break
+        opt.zero_grad()
+        (-gaps.sum()).backward()
+        opt.step()
+    best = int(best_gaps.argmax())
+    return best_gaps[best].item(), best_r[best].clone()
 
 
 def smoothing_gap(X: torch.Tensor, C: torch.Tensor, omega: str = "l2", tau: float = 0.1) -> torch.Tensor:

@@ -3,7 +3,8 @@
 For every function below, whatever shapes, ranks, dtypes and values it is given:
 
 * it raises ``ValueError`` or ``TypeError`` (a message naming the argument), or
-* it returns, and then finite input gives finite output.
+* it returns, and then finite input gives finite output: every float in it, in tensors, NumPy arrays and
+  floats, inside dicts, lists and tuples at any depth (:func:`_numbers`; tables and other objects are not read).
 
 Each function is also called on one well-formed input (an explicit example, tried before the fuzzed
 ones), and at least one of its calls must return: a function that refuses every input would keep
@@ -27,6 +28,7 @@ import re
 import traceback
 import types
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -92,14 +94,28 @@ def tasks(draw):
     return X, C
 
 
-def _finite(value) -> bool:
+def _numbers(value):
+    """The floating-point numbers in ``value``, as tensors: tensors, NumPy arrays and floats (NumPy's too), found
+    inside dicts (their values), lists and tuples at any depth. Anything else (ints, strings, tables, objects)
+    holds none that this contract checks."""
     if isinstance(value, torch.Tensor):
-        return not value.is_floating_point() or bool(torch.isfinite(value).all())
-    if isinstance(value, (tuple, list)):
-        return all(_finite(v) for v in value)
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return True
+        if value.is_floating_point():
+            yield value
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind == "f":
+            yield torch.from_numpy(value)
+    elif isinstance(value, (float, np.floating)):
+        yield torch.tensor(float(value), dtype=torch.float64)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _numbers(item)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _numbers(item)
+
+
+def _finite(value) -> bool:
+    return all(bool(torch.isfinite(x).all()) for x in _numbers(value))
 
 
 def _inputs_finite(*args) -> bool:
@@ -112,7 +128,7 @@ DIVERGENCE_MARKED = {"center_trajectory", "center_trajectory_naive", "center_tra
 
 
 def _no_nan(value) -> bool:
-    return not (isinstance(value, torch.Tensor) and value.is_floating_point() and bool(torch.isnan(value).any()))
+    return not any(bool(torch.isnan(x).any()) for x in _numbers(value))
 
 
 def _core_object(obj) -> bool:
@@ -702,9 +718,8 @@ def test_dissimilarity_helpers_keep_the_contract(name):
     @SETTINGS
     @given(tensors(), st.sampled_from([None, [], ["a"], ["a", "b"], "ab", 3]))
     def run(z, labels):
-        # block_labels checks each (X, C) pair of its tasks by the names its docstring gives them
-        check_contract(name, DISSIMILARITY_HELPERS[name], z, labels,
-                       refusal_names=("X", "C") if name == "block_labels" else ())
+        # block_labels names the entry of its tasks that it refuses (tasks['a']: X must ...): no names beyond its own
+        check_contract(name, DISSIMILARITY_HELPERS[name], z, labels)
 
     fuzz(run, [name], (_rand(2, 2), ["a", "b"]) if name == "block_summary" else (_rand(2, 6, 2), ["a"]))
 
@@ -792,3 +807,32 @@ def test_a_refusal_that_names_no_argument_breaks_the_contract():
         OUTCOMES.clear()
         OUTCOMES.update(outcomes)
         PROBLEMS[:] = problems
+
+
+@pytest.mark.parametrize("out", [
+    {"a": math.nan},
+    {"a": {"b": [1.0, torch.tensor([0.0, math.inf])]}},
+    [torch.zeros(2), np.array([1.0, math.nan])],
+    (1.0, np.float32(math.inf)),
+    {"quotients": [0.5, np.float64(math.nan)]},
+])
+def test_a_non_finite_number_inside_an_output_breaks_the_contract(out):
+    outcomes, problems = OUTCOMES.copy(), list(PROBLEMS)
+    X, C = WELL_FORMED_TASKS
+    try:
+        with pytest.raises(AssertionError, match="non-finite values from finite input"):
+            check_contract("returns_non_finite", lambda X, C: out, X, C)
+    finally:
+        OUTCOMES.clear()
+        OUTCOMES.update(outcomes)
+        PROBLEMS[:] = problems
+
+
+def test_finite_containers_and_other_values_keep_the_contract():
+    finite = {"a": 1.0, "b": [torch.ones(2), np.arange(3.0)], "c": ("x", 3, None, np.float32(2.0)),
+              "d": torch.tensor([1, 2]), "e": np.array([True, False])}
+    assert _finite(finite) and _no_nan(finite)
+    # a diverged task is marked with inf, never NaN: inf passes the divergence-marked check, NaN does not
+    assert _no_nan({"centers": torch.tensor([math.inf])}) and not _no_nan({"centers": [np.array([math.nan])]})
+    # inputs are read the same way: a NaN inside a dict argument makes the input non-finite
+    assert not _inputs_finite(torch.ones(2), {"a": [math.nan]})

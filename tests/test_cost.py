@@ -196,6 +196,9 @@ def test_string_choices_in_any_case_are_recorded_as_the_choice():
 
 def test_check_dtype_takes_float32_and_float64_only():
     assert (check_dtype("float32"), check_dtype(torch.float64)) == (torch.float32, torch.float64)
-    for dtype in (torch.float16, torch.bfloat16, "bfloat16", torch.int64, "float", None):
+    # names in any case, as check_choice takes every other option
+    assert (check_dtype("Float32"), check_dtype(" FLOAT64 ")) == (torch.float32, torch.float64)
+    for dtype in (torch.float16, torch.bfloat16, "bfloat16", "Float16", "BFLOAT16", "INT64", torch.int64, "float",
+                  "", None):
         with pytest.raises(ValueError, match=r"^dtype must be torch.float32 or torch.float64"):
             check_dtype(dtype)

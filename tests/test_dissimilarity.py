@@ -171,6 +171,19 @@ def test_block_labels_follow_the_dict():
     assert block_labels({}) == []
 
 
+@pytest.mark.parametrize("pair,match", [
+    ((torch.zeros(2, 5, 1), torch.zeros(2, 1, 1)), r"^tasks\['cauchy'\]: C must hold k >= 2"),
+    ((torch.zeros(2, 5), torch.zeros(2, 2, 1)), r"^tasks\['cauchy'\]: X must have rank 3"),
+    ((torch.zeros(2, 5, 1), torch.zeros(3, 2, 1)), r"^tasks\['cauchy'\]: X and C must have the same batch"),
+    (([1.0], torch.zeros(2, 2, 1)), r"^tasks\['cauchy'\]: X must be a torch.Tensor"),
+    ((torch.zeros(2, 5, 1),), r"^tasks\['cauchy'\] must be a pair \(X, C\)"),
+])
+def test_block_labels_name_the_bad_entry_of_tasks(pair, match):
+    tasks = {"normal": sample_tasks(2, 10, 2, 3, generator=0), "cauchy": pair}
+    with pytest.raises(ValueError, match=match):
+        block_labels(tasks)
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda: emd_matrix(np.zeros((2, 3, 4))), "2-D"),
     (lambda: emd_matrix(np.zeros(5)), "2-D"),

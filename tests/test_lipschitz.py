@@ -156,6 +156,8 @@ def test_bad_input(kwargs, match):
     (dict(combine="MAX"), None),
     (dict(refined="yes"), "refined"),
     (dict(refined=1), "refined"),
+    (dict(exact_dE="no"), "^exact_dE must be True or False"),  # a non-empty string is truthy
+    (dict(exact_dE=0), "^exact_dE must be True or False"),
     (dict(Gamma1=True), "Gamma1"),
     (dict(Gamma2=-1.0), "Gamma2"),
 ])
@@ -165,6 +167,12 @@ def test_lipschitz_bound_options_are_what_they_say(kwargs, match):
         return
     with pytest.raises(ValueError, match=match):
         lipschitz_bound(10, 3, 2, **kwargs)
+
+
+@pytest.mark.parametrize("exact", ["no", 1, None])
+def test_center_norm_sq_takes_exact_as_a_bool_only(exact):
+    with pytest.raises(ValueError, match="^exact must be True or False"):
+        center_norm_sq(4, 6, "bn", exact=exact)
 
 
 def _task():

@@ -136,6 +136,40 @@ def test_worst_weight_gap_finds_the_worst_case(omega):
     assert 0.98 * worst <= gap <= worst + 1e-12
 
 
+def _starts(k, restarts, tau, seed):
+    # the starting points worst_weight_gap draws (its docstring: scales 1e-3 tau to 10 tau)
+    scales = torch.logspace(-3, 1, restarts, dtype=torch.float64)[:, None] * tau
+    return torch.rand(restarts, k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * scales
+
+
+def test_worst_weight_gap_without_steps_is_the_best_start():
+    starts = _starts(3, 8, 0.1, seed=5)
+    gap, r = worst_weight_gap(3, "ne", 0.1, restarts=8, steps=0, generator=torch.Generator().manual_seed(5))
+    assert gap == weight_gap(starts, "ne", 0.1).max().item()
+    torch.testing.assert_close(r, starts[weight_gap(starts, "ne", 0.1).argmax()], rtol=0, atol=0)
+
+
+def test_worst_weight_gap_keeps_the_best_iterate_not_the_last():
+    # k = 2, L2: a start next to the worst case (equal distances), and Adam's first step (lr 0.05 tau) overshoots
+    # it; the search returns the best seen, so more steps never give less
+    k, restarts, tau = 2, 16, 0.1
+    r = _starts(k, restarts, tau, seed=0).requires_grad_(True)
+    opt = torch.optim.Adam([r], lr=0.05 * tau)
+    (-weight_gap(r, "l2", tau).sum()).backward()
+    opt.step()
+    last = weight_gap(r.detach(), "l2", tau).max().item()
+    found = [worst_weight_gap(k, "l2", tau, restarts=restarts, steps=steps,
+                              generator=torch.Generator().manual_seed(0))[0] for steps in range(6)]
+    assert found[1] > last + 0.01  # the last iterate of one step is well below the best start
+    assert found == sorted(found)  # non-decreasing in the number of steps
+
+
+@pytest.mark.parametrize("bad", [dict(restarts=0), dict(steps=-1), dict(steps=2.5), dict(restarts=True)])
+def test_worst_weight_gap_refuses_bad_sizes_by_name(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        worst_weight_gap(3, "l2", **bad)
+
+
 def test_margin_condition_gives_exact_tightness():
     X, C = sample_tasks(8, 64, 2, 4, generator=3, dtype=torch.float64)
     r = sqdist(X, C)

@@ -83,11 +83,29 @@ class Catalog:
         return self.groups[name]
 
     def runs(self, name: str, **options) -> Runs:
-        """:meth:`RunGroup.runs` of the group ``name``."""
+        """:meth:`RunGroup.runs` of the group ``name``.
+
+        >>> import os, tempfile
+        >>> from unittest import mock
+        >>> base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+        >>> group = RunGroup("demo", base, {"scheme": ["oh", "bn"]}, "9", "a test")
+        >>> demo = Catalog(get_profile("quick"), {"demo": group})
+        >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+        ...     runs = demo.runs("demo")
+        >>> list(runs)
+        [('oh',), ('bn',)]
+        """
         return self[name].runs(**options)
 
     def configs(self) -> list:
-        """Every distinct run config of every group (a run shared by groups appears once)."""
+        """Every distinct run config of every group (a run shared by groups appears once).
+
+        >>> base = TrainConfig(d=2, k=3, n=16)
+        >>> demo = Catalog(get_profile("quick"), {"a": RunGroup("a", base, {"scheme": ["oh", "bn"]}, "9", "a test"),
+        ...                                       "b": RunGroup("b", base, {"scheme": ["bn"]}, "9", "the BN run")})
+        >>> [config.scheme for config in demo.configs()]
+        ['oh', 'bn']
+        """
         unique = {}
         for group in self.groups.values():
             for config in group.configs():
@@ -95,7 +113,19 @@ class Catalog:
         return list(unique.values())
 
     def table(self) -> pd.DataFrame:
-        """One row per group: its chapter, size, budget rule, how many of its runs are cached, what it is for."""
+        """One row per group: its chapter, size, budget rule, how many of its runs are cached, what it is for.
+
+        >>> import os, tempfile
+        >>> from unittest import mock
+        >>> base = TrainConfig(d=2, k=3, n=16, steps=300)
+        >>> group = RunGroup("demo", base, {"scheme": ["oh", "bn"]}, "9", "a test")
+        >>> demo = Catalog(get_profile("quick"), {"demo": group})
+        >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+        ...     table = demo.table()
+        >>> row = table.loc["demo"]
+        >>> row.chapter, int(row.runs), int(row.cached), row.budget
+        ('9', 2, 0, 'a fixed budget of 300 steps')
+        """
         rows = []
         for group in self.groups.values():
             configs = group.configs()
@@ -105,7 +135,22 @@ class Catalog:
         return pd.DataFrame(rows).set_index("group")
 
     def train_missing(self, **options) -> pd.DataFrame:
-        """Train every run the cache lacks, in parallel (:func:`~kmtrf_core.training.executor.train_many`)."""
+        """Train every run the cache lacks, in parallel (:func:`~kmtrf_core.training.executor.train_many`).
+
+        ``options`` go to ``train_many`` (``workers``, ``scheduler``, ``progress``, ...). Runs the cache
+        holds are not trained again, and without a missing run no cluster is started:
+
+        >>> import os, tempfile
+        >>> from unittest import mock
+        >>> base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+        >>> group = RunGroup("demo", base, {"scheme": ["oh", "bn"]}, "9", "a test")
+        >>> demo = Catalog(get_profile("quick"), {"demo": group})
+        >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+        ...     _ = demo.runs("demo")  # trains the two runs here, one after the other
+        ...     report = demo.train_missing()
+        >>> report.status.tolist()
+        ['cached', 'cached']
+        """
         return train_many(self.configs(), **options)
 
 

@@ -274,12 +274,25 @@ class RunGroup:
         return {values: config for values, config in combos.items() if values in kept}
 
     def configs(self) -> list:
-        """The runs' configs, in the grid's order."""
+        """The runs' configs, in the grid's order (the last field varies fastest).
+
+        >>> group = RunGroup("demo", TrainConfig(d=2, k=3, n=16), {"omega": ["ne", "l2"], "tau": [1.0, 0.1]},
+        ...                  "9", "a test")
+        >>> [(config.omega, config.tau) for config in group.configs()]
+        [('ne', 1.0), ('ne', 0.1), ('l2', 1.0), ('l2', 0.1)]
+        """
         return list(self._configs().values())
 
     @property
     def field(self) -> str:
-        """The first grid field that is not a curve of :data:`SIX_CURVES` (the swept one)."""
+        """The first grid field that is not a curve of :data:`SIX_CURVES` (the swept one).
+
+        >>> RunGroup("demo", TrainConfig(d=2, k=3, n=16), {"omega": ["ne", "l2"], "tau": [1.0, 0.1]},
+        ...          "9", "a test").field
+        'tau'
+        >>> RunGroup("demo", TrainConfig(d=2, k=3, n=16), {"omega": ["ne", "l2"]}, "9", "a test").field
+        'omega'
+        """
         return next((name for name in self.grid if name not in SIX_CURVES), next(iter(self.grid)))
 
     def runs(self, *, on_diverge: str = "raise", progress: bool = False) -> Runs:
@@ -296,6 +309,17 @@ class RunGroup:
             ``model=None`` and its history up to the divergence.
         progress : bool
             A progress bar over the runs.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> from unittest import mock
+        >>> base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+        >>> group = RunGroup("demo", base, {"scheme": ["oh", "bn"]}, "9", "a test")
+        >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+        ...     runs = group.runs()
+        >>> len(runs), list(runs), runs[("bn",)].config.scheme
+        (2, [('oh',), ('bn',)], 'bn')
         """
         on_diverge = check_choice(on_diverge, "on_diverge", ("raise", "record"))
         configs = self._configs()
@@ -338,6 +362,15 @@ class RunGroup:
 
         Each run is judged by its own config's rule (:func:`~kmtrf_core.training.convergence.flattening`:
         tolerance, patience, :attr:`~kmtrf_core.training.TrainConfig.earliest_stop`, cap).
+
+        >>> import os, tempfile
+        >>> from unittest import mock
+        >>> base = TrainConfig(d=2, k=3, n=16, steps=2, batch=2, val_tasks=2, val_every=1)
+        >>> group = RunGroup("demo", base, {"scheme": ["oh", "bn"]}, "9", "a test")
+        >>> with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, {"KMTRF_CACHE": folder}):
+        ...     report = group.report(group.runs().history)
+        >>> report.index.tolist(), report.steps.tolist(), report.stopped.tolist()
+        (['oh', 'bn'], [2, 2], ['fixed budget', 'fixed budget'])
         """
         history = check_table(history, "history", ["step", "val_relative_loss", *self.grid])
         grid = list(self.grid)
@@ -357,7 +390,14 @@ class RunGroup:
 
     @property
     def rule(self) -> str:
-        """The stopping rule of the group, in words."""
+        """The stopping rule of the group, in words.
+
+        >>> RunGroup("demo", TrainConfig(d=2, k=3, n=16, steps=300), {"scheme": ["oh"]}, "9", "a test").rule
+        'a fixed budget of 300 steps'
+        >>> flat = TrainConfig(d=2, k=3, n=16, steps=500, until_flat=0.02)
+        >>> RunGroup("demo", flat, {"scheme": ["oh"]}, "9", "a test").rule.endswith("to the cap (500 steps)")
+        True
+        """
         if self.early or self.base.until_flat is None:
             return f"a fixed budget of {self.base.steps} steps" + (" (early training)" if self.early else "")
         return (STOP_RULE.format(tol=self.base.until_flat, patience=self.base.patience)

@@ -26,13 +26,24 @@ class Stopwatch:
         self._stop: float | None = None
 
     def stop(self) -> "Stopwatch":
-        """Freeze the reading (later reads return the same value)."""
+        """Freeze the reading (later reads return the same value); returns the stopwatch.
+
+        >>> watch = Stopwatch().stop()
+        >>> watch.seconds == watch.seconds
+        True
+        """
         if self._stop is None:
             self._stop = time.perf_counter()
         return self
 
     @property
     def seconds(self) -> float:
+        """Seconds since the start, up to :meth:`stop` once stopped.
+
+        >>> watch = Stopwatch()
+        >>> 0.0 <= watch.seconds <= watch.stop().seconds
+        True
+        """
         end = self._stop if self._stop is not None else time.perf_counter()
         return end - self._start
 

@@ -266,25 +266,45 @@ class CostModel:
 
     @property
     def coefficients(self) -> np.ndarray:
-        """``[a, b, c]``."""
+        """``[a, b, c]``.
+
+        >>> CostModel(seconds_per_flop=1e-10, seconds_per_byte=1e-9, overhead_s=1e-3).coefficients.tolist()
+        [1e-10, 1e-09, 0.001]
+        """
         return np.array([self.seconds_per_flop, self.seconds_per_byte, self.overhead_s])
 
     @property
     def flop_rate(self) -> float:
-        """``1 / a`` in FLOP/s (infinite when ``a = 0``)."""
+        """``1 / a`` in FLOP/s (infinite when ``a = 0``).
+
+        >>> CostModel(1e-10, 1e-9, 1e-3).flop_rate, CostModel(0.0, 1e-9, 1e-3).flop_rate
+        (10000000000.0, inf)
+        """
         return 1 / self.seconds_per_flop if self.seconds_per_flop > 0 else math.inf
 
     @property
     def byte_rate(self) -> float:
-        """``1 / b`` in counted bytes per second (infinite when ``b = 0``)."""
+        """``1 / b`` in counted bytes per second (infinite when ``b = 0``).
+
+        >>> round(CostModel(1e-10, 1e-9, 1e-3).byte_rate / 1e9, 9), CostModel(1e-10, 0.0, 1e-3).byte_rate  # GB/s
+        (1.0, inf)
+        """
         return 1 / self.seconds_per_byte if self.seconds_per_byte > 0 else math.inf
 
     def predict_ms(self, flops, nbytes) -> np.ndarray:
-        """The model's time in ms for counted ``flops`` and ``nbytes`` (arrays of one length)."""
+        """The model's time in ms for counted ``flops`` and ``nbytes`` (arrays of one length).
+
+        >>> CostModel(1e-10, 1e-9, 1e-3).predict_ms([0, 1e9], [0, 0]).round(6).tolist()  # the overhead, then +100 ms
+        [1.0, 101.0]
+        """
         return 1e3 * (_design(flops, nbytes) @ self.coefficients)
 
     def flop_share(self, flops, nbytes) -> np.ndarray:
-        """The share of the model's time that its FLOP term takes, per row."""
+        """The share of the model's time that its FLOP term takes, per row.
+
+        >>> CostModel(1e-10, 1e-9, 0.0).flop_share([1e9, 1e9], [0, 1e8]).round(3).tolist()
+        [1.0, 0.5]
+        """
         return self.seconds_per_flop * np.asarray(flops, dtype=float) / (self.predict_ms(flops, nbytes) / 1e3)
 
     def __str__(self) -> str:

@@ -83,7 +83,8 @@ def check_dtype(dtype) -> torch.dtype:
     Parameters
     ----------
     dtype : torch.dtype or str
-        ``torch.float32``, ``torch.float64``, ``"float32"`` or ``"float64"``.
+        ``torch.float32``, ``torch.float64``, ``"float32"`` or ``"float64"``
+        (a name in any case, e.g. ``"Float32"``).
 
     Returns
     -------
@@ -96,14 +97,15 @@ def check_dtype(dtype) -> torch.dtype:
 
     Examples
     --------
-    >>> check_dtype("float64"), check_dtype(torch.float32)
-    (torch.float64, torch.float32)
+    >>> check_dtype("float64"), check_dtype(torch.float32), check_dtype("Float32")
+    (torch.float64, torch.float32, torch.float32)
     >>> check_dtype(torch.float16)
     Traceback (most recent call last):
     ...
     ValueError: dtype must be torch.float32 or torch.float64 (or 'float32', 'float64'), got torch.float16
     """
-    checked = _DTYPES.get(dtype) if isinstance(dtype, str) else dtype
+    # a name in any case, as every other option (validation.check_choice); float16 and the rest stay refused
+    checked = _DTYPES.get(dtype.strip().lower()) if isinstance(dtype, str) else dtype
     if checked not in FLOAT_DTYPES:
         raise ValueError(f"dtype must be torch.float32 or torch.float64 (or 'float32', 'float64'), got {dtype!r}")
     return checked

@@ -560,7 +560,11 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return self._pass(X, squared_norms(X, self.chunk_size, C.device), C)[0].cpu().numpy().astype(np.int32)
 
     def fit_predict(self, X, y=None, sample_weight=None):
-        """:meth:`fit`, then the labels of the training points."""
+        """:meth:`fit`, then the labels of the training points.
+
+        >>> TransformerKMeans(n_clusters=2, random_state=0).fit_predict([[0.0], [0.1], [5.0], [5.1]]).tolist()
+        [1, 1, 0, 0]
+        """
         return self.fit(X, sample_weight=sample_weight).labels_
 
     def transform(self, X):
@@ -568,6 +572,9 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
         From the coordinate differences, not the expansion that the assignment
         uses: a point equal to a center is at distance exactly 0, as in ``KMeans``.
+
+        >>> sorted(TransformerKMeans(n_clusters=2, random_state=0).fit([[0.0], [4.0]]).transform([[1.0]])[0].tolist())
+        [1.0, 3.0]
         """
         X, C = self._points(X)
         out = torch.empty(X.shape[0], C.shape[0], dtype=X.dtype, device=C.device)
@@ -577,7 +584,11 @@ class TransformerKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return check_finite_result(out, "distances").cpu().numpy()
 
     def score(self, X, y=None, sample_weight=None):
-        """Minus the (weighted) k-means objective of ``X`` on the fitted centers (higher is better)."""
+        """Minus the (weighted) k-means objective of ``X`` on the fitted centers (higher is better).
+
+        >>> TransformerKMeans(n_clusters=2, random_state=0).fit([[0.0], [4.0]]).score([[1.0], [4.0]])  # -(1^2 + 0^2)
+        -1.0
+        """
         X, C = self._points(X)
         w = sample_weights(sample_weight, X.shape[0], X.dtype)
         w = None if w is None else torch.from_numpy(w).to(C.device)
