@@ -156,3 +156,25 @@ def test_step_changes_are_in_units_of_one_lloyd_step():
                        ({("normal", "naive", ("oh", "l2")): reference.centers[:1]}, "steps")):
         with pytest.raises(ValueError, match=match):
             step_changes(bad, X, C)
+
+
+def test_multistep_findings_decide_iii_on_the_papers_statistic_and_report_the_mean_ratio_beside():
+    # OH: 1 task in 10 at ten times Lloyd's loss, the rest at 0.6: mean ratio 1.54 (not below 1), geometric
+    # mean 0.795 (below 1, what Figure 6's mean log loss shows); BN: a diverged task, a loss on either statistic
+    changes = _changes({"OH:L2": (1.0, 40.0)}, {"OH:L2": (1.0, 0.7)})
+    few_bad = np.tile(np.r_[np.full(230, 0.6), np.full(26, 10.0)], (2, 1))
+    naive, reembed = multistep_findings(changes, 20, {"OH:L2": few_bad})
+    assert reembed.verdict == "reproduced"
+    line = reembed.report.splitlines()[1]
+    assert line.startswith("(iii) OH/BN with re-embedding beat Lloyd at T=20 on the paper's statistic (geometric "
+                           "mean over tasks): 1 of 1 below 1 (95% intervals) -> reproduced; on the mean ratio "
+                           "(stricter): 0 of 1 below 1 (0 below, 1 above, 0 inconclusive)")
+    assert "geometric mean over tasks: OH:L2 0.7" in reembed.value
+    assert "on the mean ratio 0 of 1 below 1" in reembed.value
+    assert "paper's statistic" in reembed.check and "geometric mean over tasks" in reembed.check
+    assert "OH:L2 mean ratio - 1 +0.5" in reembed.uncertainty
+    blown = NOISE + 0.8
+    blown[0, 9] = math.inf
+    _, reembed = multistep_findings(changes, 20, {"OH:L2": few_bad, "BN:L2": blown})
+    assert reembed.verdict == "partly"  # (ii) holds, (iii) partly: BN's diverged task
+    assert "1 of 2 below 1 (95% intervals), 1 not -> partly" in reembed.report

@@ -8,8 +8,10 @@ import pytest
 from kmtrf_core.book import get_profile
 from kmtrf_core.book.groups import PAPER_SCHEMES
 from kmtrf_core.book.ch11_generalization import (
+    cell_verdicts,
     family_finding,
     family_summary,
+    geometric_matrix,
     length_finding,
     point_counts,
     ratio_table,
@@ -42,8 +44,29 @@ def _shift_final(oh, bn, na=1.0):
 
 
 def _samples(final, spread=0.02):
-    noise = spread * np.random.default_rng(0).standard_normal((2, 128))
-    return {(shift, scheme): final.loc[shift, scheme] + noise for shift in final.index for scheme in ("oh", "bn")}
+    # per-task ratios scattered by a factor around the cell's value (positive, as ratios are)
+    noise = np.exp(spread * np.random.default_rng(0).standard_normal((2, 128)))
+    return {(shift, scheme): final.loc[shift, scheme] * noise for shift in final.index for scheme in ("oh", "bn")}
+
+
+def _few_bad(shape):
+    """1 task in 10 at 20 times Lloyd's loss, the rest at 0.5: a mean ratio above 1, a geometric mean of 0.7."""
+    seeds, tasks = shape
+    return np.tile(np.r_[np.full(tasks - tasks // 10, 0.5), np.full(tasks // 10, 20.0)], (seeds, 1))
+
+
+FEW_BAD = _few_bad((2, 256))
+
+
+def test_cell_verdicts_decide_on_the_papers_statistic_unless_told():
+    rng = np.random.default_rng(5)
+    cells = {"few bad": FEW_BAD, "good": 0.8 * np.exp(0.05 * rng.standard_normal((2, 64))),
+             "diverged": np.r_[np.full(63, 0.5), np.inf]}
+    assert cell_verdicts(cells) == {"few bad": "reproduced", "good": "reproduced", "diverged": "not reproduced"}
+    assert cell_verdicts(cells, statistic="arithmetic") == {"few bad": "not reproduced", "good": "reproduced",
+                                                            "diverged": "not reproduced"}
+    with pytest.raises(ValueError, match="ratios above 0"):
+        cell_verdicts({"negative": np.r_[0.5, -0.1]})
 
 
 def test_shift_finding_expects_every_shift_double_scale_included_to_beat_lloyd_by_the_last_step():
@@ -52,8 +75,10 @@ def test_shift_finding_expects_every_shift_double_scale_included_to_beat_lloyd_b
     final = _shift_final([0.9, *all_but_double], [0.9, *all_but_double])
     finding = shift_finding(final, 20, _samples(final))
     assert finding.verdict == "partly"  # the paper's double scale is a win too by T = 20
-    assert finding.value.startswith("OH/BN beat Lloyd after 20 steps under 3 of 4 shifts")
-    assert finding.value.endswith("final ratios 0.50 to 1.50")
+    assert finding.value.startswith("OH/BN beat Lloyd after 20 steps under 3 of 4 shifts on the paper's statistic "
+                                    "(geometric mean over tasks, 95% intervals), 3 of 4 on the mean ratio")
+    assert finding.value.endswith("geometric means 0.50 to 1.50")
+    assert "the geometric mean ratio to Lloyd below 1" in finding.check
     assert "Paper: all 4 by T = 20 (double scale only eventually)" in finding.report
     every = _shift_final([0.9] + [0.5] * len(SHIFTS), [0.9] + [0.5] * len(SHIFTS))
     assert shift_finding(every, 20, _samples(every)).verdict == "reproduced"
@@ -71,12 +96,26 @@ def test_a_shift_inside_the_noise_is_inconclusive_not_a_win():
 def test_shift_finding_reports_unshifted_ratios_and_drift():
     final = _shift_final([1.0, 1.5, 0.25, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0, 2.0], na=3.0)
     lines = shift_finding(final, 6, _samples(final)).report.splitlines()
-    assert lines[1] == ("Unshifted reference, ratio to Lloyd after T steps: "
-                        "OH:L2 1.00, BN:L2 2.00, NA:L2 3.00")
-    # OH moves by +0.5 and -0.75 under the first two shifts, beyond the noise; nothing else moves
-    assert lines[2].startswith("Under a shift, relative to no shift, OH/BN's final ratio is lower in 1, higher in 1, "
-                               "not separated in 6 of 8 (test, embedding) cases (unpaired 95% intervals over tasks); "
-                               f"largest change {list(SHIFTS)[1]} OH: -0.750 [")
+    assert lines[1] == "On the mean ratio over tasks (stricter): 0 of 4; 4 lost, 0 inconclusive"  # BN at 2
+    assert lines[2] == ("Unshifted reference after T steps, median over seeds of the mean ratio to Lloyd: "
+                        "OH:L2 1.00, BN:L2 2.00, NA:L2 3.00; geometric mean: OH:L2 1.00, BN:L2 2.00")
+    # OH moves by a factor 1.5 and 0.25 under the first two shifts, beyond the noise; nothing else moves
+    assert lines[3].startswith("Under a shift, relative to no shift, OH/BN's final geometric mean is lower in 1, "
+                               "higher in 1, not separated in 6 of 8 (test, embedding) cases (unpaired 95% intervals "
+                               f"over tasks); largest change {list(SHIFTS)[1]} OH: times 0.250 [")
+
+
+def test_shift_finding_counts_the_mean_ratio_beside_the_papers_statistic():
+    final = _shift_final([0.8] * 5, [0.8] * 5)
+    samples = {key: FEW_BAD for key in _samples(final)}  # every shift: a few bad tasks
+    samples[(list(SHIFTS)[0], "bn")] = 0.8 * _samples(final)[(list(SHIFTS)[0], "bn")]  # uniformly good
+    finding = shift_finding(final, 20, samples)
+    assert finding.verdict == "reproduced"  # the geometric mean: below 1 under every shift
+    lines = finding.report.splitlines()
+    assert lines[0].startswith("OH and BN beat Lloyd after 20 steps under 4 of 4 shifts on the paper's statistic "
+                               "(geometric mean over tasks): 4 of 4 (")
+    assert lines[1] == "On the mean ratio over tasks (stricter): 0 of 4; 4 lost, 0 inconclusive"
+    assert ", 0 of 4 on the mean ratio;" in finding.value
 
 
 def _matrix(values, families=FAMILIES):
@@ -97,25 +136,40 @@ def test_family_summary_and_finding():
     assert oh.cauchy_trained_median_ratio == 3.0
     assert oh.other_trained_mean_ratio == pytest.approx((0.5 * 16 + 2.0 * 4) / 20)
     assert oh.cauchy_test_row_ratio == 2.0 and oh.block_4x4_cells_beating_lloyd == 16
-    assert oh.block_4x4_cells_inconclusive == 0
+    assert oh.block_4x4_cells_inconclusive == 0 and oh.block_4x4_cells_beating_lloyd_mean_ratio == 16
     finding = family_finding(summary, 20, samples)
     assert finding.verdict == "reproduced"
-    assert finding.value == ("32 of 32 OH/BN cells of the non-cauchy 4x4 block below Lloyd after 20 steps on 95% "
-                             "intervals (32 below, 0 above, 0 inconclusive); cauchy-trained layers above Lloyd in "
-                             "9 of 10 cells and worse than the other layer in 32 of 40 paired comparisons")
+    assert finding.value == ("32 of 32 OH/BN cells of the non-cauchy 4x4 block below Lloyd after 20 steps on the "
+                             "paper's statistic (geometric mean over tasks, 95% intervals; 32 below, 0 above, 0 "
+                             "inconclusive), 32 of 32 on the mean ratio; cauchy-trained layers above Lloyd in 9 of 10 "
+                             "cells and worse than the other layer in 32 of 40 paired comparisons")
+    assert "the geometric mean ratio to Lloyd below 1" in finding.check
     lines = finding.report.splitlines()
     assert "medians OH:L2 3.000, BN:L2 1.500" in lines[0]
     # BN's cauchy cell of the cauchy column is at 1.0, and on cauchy tasks every layer is at the same value
     assert lines[0].endswith("above Lloyd in 9 of 10 (test family, embedding) cells (0 below, 9 above, 1 "
-                             "inconclusive); worse than the layer trained on the other family, paired on the same "
-                             "tasks, in 32 of 40 (0 better, 32 worse, 8 inconclusive)")
+                             "inconclusive; on the mean ratio 9 above); worse than the layer trained on the other "
+                             "family, paired on the same tasks, in 32 of 40 (0 better, 32 worse, 8 inconclusive)")
     # OH's cauchy row is at 2.0 (above Lloyd), BN's at 1.0 (inside the noise)
     assert lines[1].endswith("above Lloyd in 4 of 8 (training family, embedding) cells (0 below, 4 above, "
-                             "4 inconclusive)")
+                             "4 inconclusive; on the mean ratio 4 above)")
+    assert lines[2] == ("Lower-right 4x4 block on the paper's statistic (geometric mean over tasks), 95% intervals: "
+                        "32 of 32 (OH + BN) cells below Lloyd after 20 steps (32 below, 0 above, 0 inconclusive) -> "
+                        "reproduced; on the mean ratio (stricter): 32 of 32 (32 below, 0 above, 0 inconclusive)")
     above = {key: value + 1 for key, value in samples.items()}
     assert family_finding(summary, 20, above).verdict == "not reproduced"
     samples[("normal", "gumbel", "bn")] = 1.0 + noise  # one cell inside the noise
     assert family_finding(summary, 20, samples).verdict == "partly"
+    # a few bad tasks in two block cells: below Lloyd on the paper's statistic, not on the mean ratio
+    samples[("normal", "gumbel", "bn")] = samples[("gumbel", "laplace", "oh")] = _few_bad(noise.shape)
+    finding = family_finding(summary, 20, samples)
+    assert finding.verdict == "reproduced" and ", 30 of 32 on the mean ratio;" in finding.value
+    assert finding.report.splitlines()[2].endswith("on the mean ratio (stricter): 30 of 32 (30 below, 2 above, "
+                                                   "0 inconclusive)")
+    # a cauchy-trained cell with a few bad tasks: above Lloyd on the mean ratio, below on the geometric mean
+    samples[("cauchy", "normal", "oh")] = _few_bad(noise.shape)
+    lines = family_finding(summary, 20, samples).report.splitlines()
+    assert "(1 below, 8 above, 1 inconclusive; on the mean ratio 9 above)" in lines[0]
 
 
 def test_family_summary_counts_block_cells_on_their_intervals_not_their_medians():
@@ -126,8 +180,8 @@ def test_family_summary_counts_block_cells_on_their_intervals_not_their_medians(
     samples = {(train, test, scheme): matrix.loc[test, train] + 0.02 * spread
                for train in FAMILIES for test in FAMILIES for scheme in ("oh", "bn")}
     # two OH cells whose median is below 1 but whose tasks straddle it: not counted as beating Lloyd
-    samples[("normal", "gumbel", "oh")] = 0.98 + 0.5 * spread
-    samples[("gumbel", "normal", "oh")] = 0.95 + 0.5 * spread
+    samples[("normal", "gumbel", "oh")] = 0.98 * np.exp(0.5 * spread)
+    samples[("gumbel", "normal", "oh")] = 0.95 * np.exp(0.5 * spread)
     matrix_oh = matrix.copy()
     matrix_oh.loc["gumbel", "normal"], matrix_oh.loc["normal", "gumbel"] = 0.98, 0.95
     summary = family_summary({"oh": matrix_oh, "bn": matrix}, samples)
@@ -135,6 +189,10 @@ def test_family_summary_counts_block_cells_on_their_intervals_not_their_medians(
     assert summary.loc["OH:L2"].block_4x4_cells_beating_lloyd == 14
     assert summary.loc["OH:L2"].block_4x4_cells_inconclusive == 2
     assert summary.loc["BN:L2"].block_4x4_cells_beating_lloyd == 16
+    # a few bad tasks: below on the paper's statistic, not on the mean ratio (counted beside)
+    samples[("normal", "normal", "bn")] = _few_bad(spread.shape)
+    bn = family_summary({"oh": matrix_oh, "bn": matrix}, samples).loc["BN:L2"]
+    assert (bn.block_4x4_cells_beating_lloyd, bn.block_4x4_cells_beating_lloyd_mean_ratio) == (16, 15)
     # the count is the one family_finding decides on
     finding = family_finding(summary, 20, samples)
     assert finding.value.startswith(f"{int(summary.block_4x4_cells_beating_lloyd.sum())} of 32 OH/BN cells")
@@ -157,6 +215,22 @@ def test_family_finding_refuses_incomplete_samples():
         family_finding(summary, 20, samples, families=no_cauchy)
 
 
+def test_geometric_matrix_is_the_papers_statistic_laid_out_as_family_matrix():
+    families = ["normal", "cauchy", "gumbel"]
+    samples = {(train, test, "oh"): np.array([[0.25, 4.0 * (1 + (train == "cauchy"))]]) for train in families
+               for test in families}
+    samples[("normal", "gumbel", "oh")] = _few_bad((2, 64))  # the mean ratio above 1, its geometric mean below
+    matrix = geometric_matrix(samples, "oh", families)
+    assert list(matrix.index) == families and list(matrix.columns) == families  # rows test, columns training
+    assert matrix.index.name == "test" and matrix.columns.name == "train_family"
+    assert matrix.loc["normal", "normal"] == pytest.approx(1.0)
+    assert matrix.loc["normal", "cauchy"] == pytest.approx(2 ** 0.5)  # sqrt(0.25 * 8)
+    assert matrix.loc["gumbel", "normal"] == pytest.approx(np.exp(np.log(_few_bad((2, 64))).mean()))
+    assert matrix.loc["gumbel", "normal"] < 1 < _few_bad((2, 64)).mean()
+    with pytest.raises(KeyError):
+        geometric_matrix(samples, "bn", families)
+
+
 def test_point_counts():
     sizes = get_profile("quick").chapter("section4")
     assert point_counts(sizes, [0.5, 1, 2, 4]) == [16, 32, 64, 128]
@@ -170,12 +244,23 @@ def test_length_finding():
     samples = {(row, scheme): final.loc[row, scheme] + noise for row in final.index for scheme in ("oh", "bn")}
     finding = length_finding(final, [8, 16, 32], 16, 6, samples)
     assert finding.verdict == "partly"  # BN at n=32 sits on 1: inconclusive
-    assert finding.value == ("OH/BN below Lloyd in 5 of 6 (n, embedding) cases on 95% intervals (5 below, 0 above, "
-                             "1 inconclusive), n = 8 to 32 for training n = 16")
-    # from the training length n=16: OH 0.8 -> 0.5 (n=8) and 0.9 (n=32), BN 0.7 -> 0.6 and 1.0, all beyond the noise
+    assert finding.value == ("OH/BN below Lloyd in 5 of 6 (n, embedding) cases on the paper's statistic (geometric "
+                             "mean over tasks, 95% intervals; 5 below, 0 above, 1 inconclusive), 5 of 6 on the mean "
+                             "ratio, n = 8 to 32 for training n = 16")
+    assert "the geometric mean ratio to Lloyd below 1" in finding.check
+    assert finding.report.splitlines()[1] == "On the mean ratio over tasks (stricter): 5 of 6 (5 below, 0 above, " \
+                                             "1 inconclusive)"
+    # from the training length n=16: OH 0.8 -> 0.5 (n=8) and 0.9 (n=32), BN 0.7 -> 0.6 and 1.0, all beyond the
+    # noise; the largest factor is OH's 0.5 / 0.8
     assert finding.report.splitlines()[-1].startswith(
-        "Relative to the training length (n=16), OH/BN's final ratio is lower in 2, higher in 2, not separated in 0 "
-        "of 4 (test, embedding) cases (unpaired 95% intervals over tasks); largest change n=32 BN: +0.300 [")
+        "Relative to the training length (n=16), OH/BN's final geometric mean is lower in 2, higher in 2, not "
+        "separated in 0 of 4 (test, embedding) cases (unpaired 95% intervals over tasks); largest change n=8 OH: "
+        "times 0.62")
+    # a few bad tasks at n=8 for OH: still below on the paper's statistic, not on the mean ratio
+    bad = {**samples, ("n=8", "oh"): _few_bad(noise.shape)}
+    finding = length_finding(final, [8, 16, 32], 16, 6, bad)
+    assert finding.verdict == "partly" and ", 4 of 6 on the mean ratio," in finding.value
+    assert "5 below, 0 above, 1 inconclusive" in finding.value
     same = {key: final.loc["n=16", key[1]] + noise for key in samples}  # every length like the training one
     assert "lower in 0, higher in 0, not separated in 4 of 4" in length_finding(final, [8, 16, 32], 16, 6,
                                                                                  same).report

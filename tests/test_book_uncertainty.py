@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from kmtrf_core.book.uncertainty import (Comparison, bootstrap_interval, combine, compare, draws_interval, point_value,
-                                         range_ahead, range_text, tally, versus_text)
+from kmtrf_core.book.uncertainty import (Comparison, bootstrap_interval, combine, compare, draws_interval,
+                                         geometric_mean, geometric_text, log_ratios, point_value, range_ahead,
+                                         range_text, tally, versus_text)
 
 
 def test_the_interval_covers_the_true_mean_at_about_its_level():
@@ -143,3 +144,69 @@ def test_versus_text_names_each_statistic_and_the_seed_count():
     assert round(point_value(a) - point_value(b), 3) == 0.3  # the medians' difference is another number
     one = versus_text("x", a[0], "y", b[0], compare(a[0], b[0]))
     assert "(medians over 1 seed, the difference paired by seed)" in one
+
+
+# --- the paper's statistic for its multi-step figures: the mean over tasks of the log ratio ----------------------
+
+FEW_BAD = np.r_[np.full(180, 0.6), np.full(20, 10.0)]  # 1 task in 10 at ten times Lloyd's loss
+
+
+def test_log_ratios_keep_a_diverged_task_infinite_and_refuse_what_has_no_log():
+    assert log_ratios([[1.0, math.e], [math.inf, 0.5]]).tolist() == [[0.0, 1.0], [math.inf, math.log(0.5)]]
+    for bad in ([1.0, 0.0], [1.0, -2.0], [1.0, math.nan]):
+        with pytest.raises(ValueError, match="values must be ratios above 0"):
+            log_ratios(bad)
+    with pytest.raises(ValueError, match="^a must be ratios above 0"):  # compare names its argument
+        compare([1.0, -1.0], 1.0, statistic="geometric")
+    with pytest.raises(ValueError, match="^b must be ratios above 0"):
+        compare([1.0, 2.0], 0.0, statistic="geometric")
+
+
+def test_the_geometric_and_the_arithmetic_verdicts_can_disagree():
+    # the mean ratio is 1.54 (not below 1); the geometric mean 0.795 (below), as the paper's figures read it
+    assert point_value(FEW_BAD) == pytest.approx(1.54)
+    assert geometric_mean(FEW_BAD) == pytest.approx(math.exp(0.9 * math.log(0.6) + 0.1 * math.log(10.0)))
+    assert compare(FEW_BAD, 1.0).verdict == "not reproduced"
+    geometric = compare(FEW_BAD, 1.0, statistic="geometric")
+    assert geometric.verdict == "reproduced"
+    assert geometric.difference == pytest.approx(math.log(geometric_mean(FEW_BAD)))  # log units, against log 1
+    assert geometric_text(geometric).startswith("geometric mean 0.795 [")
+    # uniform ratios: both statistics agree; against another threshold, compared on its log
+    assert compare(np.full(64, 0.5), 0.6, statistic="geometric").verdict == "reproduced"
+    assert compare(np.full(64, 0.5), 0.4, statistic="geometric").verdict == "not reproduced"
+    with pytest.raises(ValueError, match="statistic must be one of"):
+        compare(FEW_BAD, 1.0, statistic="median")
+
+
+def test_the_geometric_statistic_takes_diverged_tasks_and_pairs_like_the_mean():
+    rng = np.random.default_rng(4)
+    ratios = 0.8 * np.exp(0.1 * rng.standard_normal((2, 128)))
+    blown = ratios.copy()
+    blown[1, 7] = math.inf
+    # one diverged task on one side only: that side does not beat the other, however good the rest
+    assert compare(blown, 1.0, statistic="geometric").verdict == "not reproduced"
+    assert compare(blown, ratios, statistic="geometric").verdict == "not reproduced"
+    assert compare(ratios, blown, statistic="geometric").verdict == "reproduced"
+    # diverged on both sides: a tie on that task; the rest decides (0.9 times the other on every task)
+    assert compare(blown * 0.9, blown, statistic="geometric").verdict == "reproduced"
+    paired = compare(ratios * 0.9, ratios, statistic="geometric")
+    assert geometric_text(paired, label="times") == "times 0.900 [0.900, 0.900] (95% CI; margin 0)"
+    # unpaired (other tasks): the quotient of the two geometric means, from the two intervals' ends
+    unpaired = compare(ratios * 0.5, 0.8 * np.exp(0.1 * rng.standard_normal((2, 128))), paired=False,
+                       statistic="geometric")
+    assert unpaired.verdict == "reproduced" and 0.4 < math.exp(unpaired.low) < 0.5 < math.exp(unpaired.high) < 0.6
+
+
+def test_a_geometric_margin_is_relative_and_written_back_as_given():
+    ratios = np.full(64, 0.95)
+    assert compare(ratios, 1.0, 0.01, statistic="geometric").verdict == "reproduced"   # 0.95 < 0.99
+    assert compare(ratios, 1.0, 0.1, statistic="geometric").verdict == "not reproduced"  # 0.95 > 0.9
+    comparison = compare(ratios, 1.0, 0.01, statistic="geometric")
+    assert comparison.margin == pytest.approx(-math.log(0.99))
+    assert geometric_text(comparison) == "geometric mean 0.950 [0.950, 0.950] (95% CI; margin 0.01)"
+    assert geometric_text(comparison, reference=2.0, label="") == "1.900 [1.900, 1.900] (95% CI; margin 0.01)"
+    with pytest.raises(ValueError, match="margin must be below 1"):
+        compare(ratios, 1.0, 1.0, statistic="geometric")
+    # a quotient beyond the float range is written as inf, and large ends in scientific notation
+    assert "[inf, inf]" in geometric_text(Comparison(math.inf, math.inf, math.inf, 0.0, "not reproduced"))
+    assert geometric_text(Comparison(30.0, 29.0, 31.0, 0.0, "not reproduced")).startswith("geometric mean 1.069e+13")

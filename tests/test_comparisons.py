@@ -37,3 +37,26 @@ def test_interval_finding_counts_each_way_and_leaves_out_zero_counts():
     assert interval_finding("v", {"high": outcomes["high"]}, "c", "below 1").verdict == "not reproduced"
     with pytest.raises(ValueError):
         interval_finding("v", {}, "c", "below 1")  # no comparison: no verdict
+
+
+def test_below_finding_on_the_geometric_mean_decides_on_log_ratios_and_prints_ratios():
+    few_bad = np.r_[np.full(180, 0.6), np.full(20, 10.0)]  # mean ratio 1.54, geometric mean 0.795
+    good = np.full(64, 0.9)
+    mean = below_finding({"OH": few_bad, "BN": good}, "ratio")
+    geometric = below_finding({"OH": few_bad, "BN": good}, "ratio", statistic="geometric")
+    assert mean.verdict == "partly" and geometric.verdict == "reproduced"
+    assert geometric.value.startswith("ratio, geometric mean over tasks: OH 0.795 [")
+    assert "BN 0.900 [0.900, 0.900] (95% CI; margin 0)" in geometric.value
+    assert geometric.uncertainty.startswith("OH: 0.795 [") and "BN: 0.900 [0.900, 0.900]" in geometric.uncertainty
+    assert geometric.check == "every geometric mean over tasks below 1, its 95% interval entirely below"
+    assert geometric.report == "2 of 2 below 1 (95% intervals) -> reproduced"
+    # another threshold is compared on its log, a margin relative to it
+    assert below_finding({"BN": good}, "r", threshold=0.95, statistic="geometric").verdict == "reproduced"
+    strict = below_finding({"BN": good}, "r", threshold=0.95, margin=0.1, statistic="geometric")
+    assert strict.verdict == "not reproduced" and "below 0.95 times 0.9" in strict.check
+    # a diverged task is a loss on either statistic
+    blown = good.copy()
+    blown[3] = np.inf
+    assert below_finding({"BN": blown}, "r", statistic="geometric").verdict == "not reproduced"
+    with pytest.raises(ValueError, match="statistic must be one of"):
+        below_finding({"BN": good}, "r", statistic="log")

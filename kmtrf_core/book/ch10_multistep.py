@@ -21,7 +21,7 @@ from ..tasks import sample_tasks  # noqa: F401  (the doctests)
 from .claims import Finding
 from .comparisons import MARGIN, below_finding
 from .plotting import run_label
-from .uncertainty import combine, compare
+from .uncertainty import combine, compare, tally
 
 __all__ = ["multistep_findings", "multistep_summary", "step_changes"]
 
@@ -168,8 +168,11 @@ def multistep_findings(changes: dict, steps: int, samples: dict, margin: float =
     every configuration; (ii) re-embedding keeps improving after step 1; both
     on the paired interval of the difference of :func:`step_changes`' losses, by
     at least ``margin`` of one Lloyd step's loss. (iii) OH/BN with re-embedding
-    beat Lloyd at ``steps``: each one's 95% interval of the ratio to Lloyd
-    entirely below 1 (:func:`~kmtrf_core.book.comparisons.below_finding`).
+    beat Lloyd at ``steps``: each one's 95% interval entirely below 1, decided on
+    the paper's statistic, the geometric mean over tasks of the ratio to Lloyd
+    (Figure 6 plots the mean log loss; :func:`~kmtrf_core.book.comparisons.below_finding`
+    with ``statistic="geometric"``). The count on the mean ratio, which a few bad
+    tasks can lift above 1, is reported beside it.
 
     Parameters
     ----------
@@ -204,6 +207,10 @@ def multistep_findings(changes: dict, steps: int, samples: dict, margin: float =
     (ii) re-embedding: 2 of 2 configurations keep improving after step 1 (95% intervals, margin 0.01) -> reproduced
     >>> reembed.verdict
     'reproduced'
+    >>> print(reembed.report.splitlines()[1])  # doctest: +NORMALIZE_WHITESPACE
+    (iii) OH/BN with re-embedding beat Lloyd at T=20 on the paper's statistic (geometric mean over tasks):
+    1 of 1 below 1 (95% intervals) -> reproduced; on the mean ratio (stricter): 1 of 1 below 1 (1 below,
+    0 above, 0 inconclusive)
     """
     modes = {mode for mode, _ in changes}
     if not {"naive", "reembed"} <= modes:
@@ -212,7 +219,9 @@ def multistep_findings(changes: dict, steps: int, samples: dict, margin: float =
              if mode == "naive"}
     better = {label: compare(last, first, margin) for (mode, label), (first, last) in changes.items()
               if mode == "reembed"}
-    beat = below_finding(samples, f"OH/BN loss / Lloyd's after {steps} re-embedded steps")
+    beat = below_finding(samples, f"OH/BN loss / Lloyd's after {steps} re-embedded steps", statistic="geometric")
+    mean = {label: compare(values, 1.0) for label, values in samples.items()}  # ours, stricter: beside
+    on_mean = f"{_count(mean)} of {len(mean)} below 1 ({tally(c.verdict for c in mean.values())})"
     v_naive, v_improve, v_beat = combine(c.verdict for c in worse.values()), \
         combine(c.verdict for c in better.values()), beat.verdict
     overflow = sum(bool(np.isinf(last).any()) for (mode, _), (_, last) in changes.items() if mode == "naive")
@@ -227,16 +236,19 @@ def multistep_findings(changes: dict, steps: int, samples: dict, margin: float =
         uncertainty="; ".join(f"{label} step 1 - step T {c.text()}" for label, c in worse.items()))
     improve_text = f"{_count(better)} of {len(better)} configurations keep improving after step 1 {rule}"
     report = (f"(ii) re-embedding: {improve_text} -> {v_improve}\n"
-              f"(iii) OH/BN with re-embedding beat Lloyd at T={steps}: {beat.report}")
+              f"(iii) OH/BN with re-embedding beat Lloyd at T={steps} on the paper's statistic (geometric mean "
+              f"over tasks): {beat.report}; on the mean ratio (stricter): {on_mean}")
     reembed_finding = Finding(
-        f"{_count(better)} of {len(better)} keep improving; {beat.value}",
+        f"{_count(better)} of {len(better)} keep improving; {beat.value}; on the mean ratio {on_mean}",
         combine([v_improve, v_beat]),
         check=f"every configuration's loss after T re-embedded steps below its loss after step 1 by at least "
-              f"{margin:g} of one Lloyd step's loss (95% interval), and OH/BN end below Lloyd (95% interval "
-              "below 1)",
+              f"{margin:g} of one Lloyd step's loss (95% interval), and OH/BN end below Lloyd on the paper's "
+              "statistic, the geometric mean over tasks of the ratio to Lloyd (Figure 6's mean log loss; 95% "
+              "interval below 1)",
         report=report,
         uncertainty="; ".join([f"{label} step T - step 1 {c.text()}" for label, c in better.items()]
-                              + ([beat.uncertainty] if beat.uncertainty else [])))
+                              + ([beat.uncertainty] if beat.uncertainty else [])
+                              + [f"{label} mean ratio - 1 {c.text()}" for label, c in mean.items()]))
     return naive_finding, reembed_finding
 
 

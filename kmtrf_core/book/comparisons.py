@@ -17,8 +17,9 @@ seeds with a stated margin (:mod:`~kmtrf_core.book.uncertainty`),
 
 from __future__ import annotations
 
+from ..validation import check_choice
 from .claims import Finding
-from .uncertainty import combine, compare, point_value, tally
+from .uncertainty import STATISTICS, combine, compare, geometric_text, point_value, tally
 
 __all__ = ["MARGIN", "below_finding", "better_finding", "interval_finding", "versus_finding"]
 
@@ -69,10 +70,14 @@ def better_finding(samples: dict, baseline: str, what: str, margin: float = MARG
                         "difference on one side", what=f"beat {baseline} by {margin:g}")
 
 
-def below_finding(samples: dict, what: str, threshold: float = 1.0, margin: float = 0.0, **options) -> Finding:
+def below_finding(samples: dict, what: str, threshold: float = 1.0, margin: float = 0.0, *,
+                  statistic: str = "arithmetic", **options) -> Finding:
     """A verdict on each value being below ``threshold`` (e.g. one Lloyd step), decided on intervals.
 
-    ``samples``: label -> per-task values (see :func:`better_finding`).
+    ``samples``: label -> per-task values (see :func:`better_finding`). ``statistic="geometric"``
+    decides on the geometric mean over tasks of ratios instead of their mean (the paper's statistic
+    for its multi-step figures; :func:`~kmtrf_core.book.uncertainty.compare`, whose relative margin
+    it takes), and the value gives each geometric mean with its interval.
 
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
@@ -80,8 +85,20 @@ def below_finding(samples: dict, what: str, threshold: float = 1.0, margin: floa
     ...                   "held-out ratio")
     >>> f.verdict, f.report
     ('partly', '1 of 2 below 1 (95% intervals), 1 not -> partly')
+    >>> bad = np.r_[np.full(180, 0.6), np.full(20, 10.0)]  # 1 task in 10 at ten times Lloyd's loss
+    >>> below_finding({"OH": bad}, "ratio").verdict, below_finding({"OH": bad}, "ratio", statistic="geometric").value
+    ('not reproduced', 'ratio, geometric mean over tasks: OH 0.795 [0.710, 0.902] (95% CI; margin 0)')
     """
-    outcomes = {label: compare(value, threshold, margin, **options) for label, value in samples.items()}
+    geometric = check_choice(statistic, "statistic", STATISTICS) == "geometric"
+    outcomes = {label: compare(value, threshold, margin, statistic=statistic, **options)
+                for label, value in samples.items()}
+    if geometric:
+        texts = {label: geometric_text(c, threshold, "") for label, c in outcomes.items()}
+        return interval_finding(
+            f"{what}, geometric mean over tasks: " + ", ".join(f"{label} {text}" for label, text in texts.items()),
+            outcomes, check=f"every geometric mean over tasks below {threshold:g}"
+                            + (f" times {1 - margin:g}" if margin else "") + ", its 95% interval entirely below",
+            what=f"below {threshold:g}", texts=texts)
     return interval_finding(
         f"{what}: " + ", ".join(f"{label} {point_value(samples[label]):.3f} ({c.text()} from {threshold:g})"
                                 for label, c in outcomes.items()),
@@ -126,7 +143,7 @@ def versus_finding(samples: dict, label: str, baseline: str, margin: float = MAR
                         "difference on one side", what="tests better")
 
 
-def interval_finding(value: str, outcomes: dict, check: str, what: str) -> Finding:
+def interval_finding(value: str, outcomes: dict, check: str, what: str, texts: dict | None = None) -> Finding:
     """One :class:`~kmtrf_core.book.claims.Finding` from several interval comparisons.
 
     Parameters
@@ -139,6 +156,9 @@ def interval_finding(value: str, outcomes: dict, check: str, what: str) -> Findi
         What had to hold.
     what : str
         What a ``"reproduced"`` comparison counts as, for the report ("below 1", "beat fixed by 0.01").
+    texts : dict, optional
+        Key -> each interval in words for ``uncertainty`` (default the comparisons' ``text()``; for
+        comparisons of log ratios, :func:`~kmtrf_core.book.uncertainty.geometric_text`).
 
     Returns
     -------
@@ -161,4 +181,5 @@ def interval_finding(value: str, outcomes: dict, check: str, what: str) -> Findi
     return Finding(value, outcome, check=check,
                    report=f"{verdicts.count('reproduced')} of {len(verdicts)} {what} (95% intervals)"
                           f"{', ' + tail if tail else ''} -> {outcome}",
-                   uncertainty="; ".join(f"{key}: {c.text()}" for key, c in outcomes.items()))
+                   uncertainty="; ".join(f"{key}: {texts[key] if texts else c.text()}"
+                                         for key, c in outcomes.items()))
