@@ -1,5 +1,7 @@
 """Chapter 13's readings and verdicts of Figures 4 and 5 (kmtrf_core.book.ch13_cauchy)."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,6 +15,7 @@ from kmtrf_core.book.ch13_cauchy import (
     gap_finding,
     margin_report,
     margin_samples,
+    own_family_ratios,
     settling_ranges,
     smoothing_margins,
 )
@@ -232,3 +235,87 @@ def test_gap_finding_on_the_interval_of_the_factor(cauchy, expected):
     assert last.startswith("Paper: cauchy's gap an order of magnitude larger (a factor of 10 or more, Figure 5); "
                            f"measured {finding.uncertainty}; ")
     assert last.endswith(f" -> {expected}")
+
+
+# the softmin (NE) layers: the released code's loss, cauchy against normal (the control)
+
+NE_NOISE = 0.02 * np.random.default_rng(0).standard_normal((2, 64))
+
+
+def _ne_samples(cauchy, normal):
+    out = {("cauchy", s): value + NE_NOISE for s, value in zip(("oh", "bn"), cauchy)}
+    out.update({("normal", s): value + NE_NOISE for s, value in zip(("oh", "bn"), normal)})
+    return out
+
+
+def _l2_inputs(cauchy_l2):
+    families = ["normal", "cauchy", "gumbel"]
+    per_family = pd.DataFrame({"final_val_relative": [0.9, cauchy_l2, 0.9], "steps_to_converge": 10.0},
+                              index=families)
+    samples = {(f, s): per_family.final_val_relative[f] + NE_NOISE for f in families for s in ("oh", "bn")}
+    settling = pd.DataFrame({"earliest": 10.0, "latest": 20.0, "seeds": 2}, index=pd.MultiIndex.from_product(
+        [families, ["oh", "bn"], ["l2"]], names=["family", "scheme", "omega"]))
+    return per_family, samples, settling
+
+
+@pytest.mark.parametrize("cauchy_l2, cauchy_ne, normal_ne, verdict", [
+    (1.3, (1.3, 1.3), (0.9, 0.9), "reproduced"),          # both losses fail on cauchy
+    (0.7, (1.3, 1.3), (0.9, 0.9), "partly"),              # NE fails, L2 does not
+    (0.7, (0.8, 0.8), (0.9, 0.9), "not reproduced"),      # neither: cauchy's NE layer the better one
+    (1.3, (1.3, 0.9), (0.9, 0.9), "partly"),              # BN's NE cauchy layer no worse than normal's
+    (0.7, (0.9, 0.9), (0.9, 0.9), "not reproduced"),      # NE inside the noise: nothing shown
+])
+def test_family_training_finding_joins_the_softmin_layers(cauchy_l2, cauchy_ne, normal_ne, verdict):
+    per_family, samples, settling = _l2_inputs(cauchy_l2)
+    without = family_training_finding(per_family, 10, samples, settling)
+    finding = family_training_finding(per_family, 10, samples, settling, softmin=_ne_samples(cauchy_ne, normal_ne))
+    assert finding.verdict == verdict
+    assert finding.value.startswith(without.value + ". NE: cauchy OH")
+    assert finding.check.startswith(without.check + "; with the softmin (NE)")
+    assert finding.uncertainty.startswith(without.uncertainty) and finding.uncertainty.count("NE normal:") == 2
+    assert finding.report.splitlines()[-1].endswith(f"-> {verdict}")
+
+
+def test_family_training_finding_counts_ne_cauchy_layers_above_lloyd():
+    per_family, samples, settling = _l2_inputs(0.7)
+    finding = family_training_finding(per_family, 10, samples, settling, softmin=_ne_samples((1.3, 0.95), (0.9, 0.9)))
+    assert "above one Lloyd step in 1 of 2" in finding.value  # BN's 0.95 lies below 1 on its interval
+    assert "cauchy worse than normal in 2 of 2 (2 worse, 0 better, 0 inconclusive)" in finding.value
+
+
+def test_family_training_finding_refuses_missing_softmin_layers():
+    per_family, samples, settling = _l2_inputs(1.3)
+    ne = _ne_samples((1.3, 1.3), (0.9, 0.9))
+    del ne[("normal", "bn")]
+    with pytest.raises(ValueError, match=r"softmin lacks the NE layers \[\('normal', 'bn'\)\]"):
+        family_training_finding(per_family, 10, samples, settling, softmin=ne)
+
+
+def test_the_softmin_group_is_the_section4_setting_with_ne_on_cauchy_and_normal():
+    from kmtrf_core.book.catalog import book_catalog  # the catalog, only here
+    from kmtrf_core.training.runs import cached_path  # the cache files, to see shared runs
+
+    for profile in ("quick", "book", "paper"):
+        catalog = book_catalog(profile)
+        group, families = catalog["cauchy_softmin"], catalog["section4_families"]
+        configs = group.configs()
+        assert {(c.family, c.scheme, c.omega) for c in configs} == {
+            (f, s, "ne") for f in ("normal", "cauchy") for s in ("oh", "bn")}
+        assert all(c == dataclasses.replace(families.base, family=c.family, scheme=c.scheme, omega="ne")
+                   for c in configs)
+        probe = catalog["cauchy_softmin_probe"]
+        assert probe.probe and (probe.base.family, probe.base.scheme, probe.base.omega) == ("cauchy", "oh", "ne")
+        shared = {cached_path(c).name for c in families.configs()} & {cached_path(c).name for c in configs}
+        assert len(shared) == (4 if "ne" in families.grid.get("omega", ()) else 0), profile
+
+
+@pytest.mark.slow
+def test_own_family_ratios_reads_the_ne_layers_and_refuses_a_wrong_omega(tmp_path, monkeypatch):
+    from kmtrf_core.book.catalog import book_catalog  # the catalog, only here
+
+    monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
+    group = book_catalog("quick")["cauchy_softmin"]
+    out = own_family_ratios(group, 3, families=("cauchy",), schemes=("bn",), omega="ne")
+    assert out[("cauchy", "bn")].shape == (len(group.base.seeds), 3)
+    with pytest.raises(ValueError, match="trains omega='ne', not 'l2'"):
+        own_family_ratios(group, 3, families=("cauchy",), schemes=("bn",))

@@ -234,6 +234,13 @@ def _section4_groups(section4, cauchy, landscape) -> list:
                     "the Section 4 BN layer on the normal family"),
         probe_group("cauchy_probe", dataclasses.replace(_section4_base(section4, family="cauchy"), scheme="bn"),
                     "13", "the Section 4 BN layer on the cauchy family"),
+        # the released code trains the softmin only: chapter 13 checks the failure with it too, normal tasks as
+        # the control (at the quick and paper profiles these are runs of section4_families)
+        RunGroup("cauchy_softmin", dataclasses.replace(base, omega="ne"),
+                 {"family": ["normal", "cauchy"], "scheme": ["oh", "bn"]}, "13",
+                 "softmin (NE) layers on cauchy and normal tasks, the released code's loss (chapter 13)"),
+        probe_group("cauchy_softmin_probe", dataclasses.replace(base, omega="ne", family="cauchy", scheme="oh"),
+                    "13", "the Section 4 OH layer on the cauchy family with the softmin (NE)"),
     ]
     return groups
 

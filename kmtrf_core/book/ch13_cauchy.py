@@ -31,7 +31,7 @@ from ..training import convergence_summary
 from ..validation import check_points_centers, check_table
 from .claims import Finding
 from .heldout import eval_tasks
-from .uncertainty import combine, compare, point_value, range_ahead, range_text, ratio_interval, seed_range
+from .uncertainty import combine, compare, point_value, range_ahead, range_text, ratio_interval, seed_range, tally
 
 __all__ = ["cauchy_stands_out", "family_convergence", "family_training_finding", "gap_finding", "gap_samples",
            "margin_report", "margin_samples", "own_family_ratios", "settling_ranges", "smoothing_margins"]
@@ -106,8 +106,9 @@ def settling_ranges(history, fraction: float = 0.9) -> pd.DataFrame:
     return table
 
 
-def own_family_ratios(group, tasks: int, seed: int = 28_000, schemes=("oh", "bn"), families=FAMILIES) -> dict:
-    """Per task, each family's L2 layer against one Lloyd step on fresh tasks of its own family (Eq. 20).
+def own_family_ratios(group, tasks: int, seed: int = 28_000, schemes=("oh", "bn"), families=FAMILIES,
+                      omega: str = "l2") -> dict:
+    """Per task, each family's layer (L2 unless ``omega``) against one Lloyd step on fresh tasks of its family (Eq. 20).
 
     Parameters
     ----------
@@ -117,6 +118,8 @@ def own_family_ratios(group, tasks: int, seed: int = 28_000, schemes=("oh", "bn"
         Held-out tasks per family (:func:`~kmtrf_core.book.heldout.eval_tasks`, from ``seed``).
     schemes, families : sequence of str
         The layers read.
+    omega : {"l2", "ne"}
+        Their regularized min (``"ne"`` reads a group that varies it, or the group ``cauchy_softmin``).
 
     Returns
     -------
@@ -137,19 +140,25 @@ def own_family_ratios(group, tasks: int, seed: int = 28_000, schemes=("oh", "bn"
     out = {}
     for family in families:
         for scheme in schemes:
-            run = group.run(family=family, scheme=scheme, omega="l2")
+            run = group.run(family=family, scheme=scheme,
+                            **({"omega": omega} if "omega" in group.grid else {}))
+            if run.config.omega != omega:
+                raise ValueError(f"group {group.name!r} trains omega={run.config.omega!r}, not {omega!r}")
             X, C = eval_tasks(run.config, tasks, seed=seed, family=family)
             ratios = relative_loss(run.model, X, C)
             out[(family, scheme)] = ratios.reshape(-1, tasks).double().cpu().numpy()
     return out
 
 
-def family_training_finding(per_family, val_every: int, samples: dict, settling: pd.DataFrame) -> Finding:
+def family_training_finding(per_family, val_every: int, samples: dict, settling: pd.DataFrame,
+                            softmin: dict | None = None) -> Finding:
     """Figure 4: does cauchy's layer do worst, and does its validation curve settle first? (chapter 13)
 
     The verdict: for OH and BN, the cauchy layer's ratio to one Lloyd step on held-out cauchy tasks
     is above every other family's layer's on that family's tasks, each difference's 95% interval
-    above 0 (unpaired: different tasks; :func:`~kmtrf_core.book.uncertainty.compare`).
+    above 0 (unpaired: different tasks; :func:`~kmtrf_core.book.uncertainty.compare`). With
+    ``softmin``, the same question of the softmin (NE) layers, cauchy against normal (the control),
+    joins it (:func:`~kmtrf_core.book.uncertainty.combine`: "partly" when one loss shows the failure).
 
     The report adds the paper's other observation, that cauchy's curves settle fast: per
     configuration (embedding, regularized min) and other family, whether every cauchy seed settles
@@ -167,6 +176,9 @@ def family_training_finding(per_family, val_every: int, samples: dict, settling:
         From :func:`own_family_ratios`: ``(family, scheme)`` -> ``(S, B)``.
     settling : pandas.DataFrame
         From :func:`settling_ranges`.
+    softmin : dict, optional
+        ``(family, scheme)`` -> ``(S, B)`` of the NE layers for ``"normal"`` and ``"cauchy"``
+        (:func:`own_family_ratios` with ``omega="ne"``; the released code trains NE only).
 
     Returns
     -------
@@ -187,6 +199,11 @@ def family_training_finding(per_family, val_every: int, samples: dict, settling:
     ('reproduced', 'held-out ratio to one Lloyd step, own family: cauchy OH 1.501, BN 1.501')
     >>> finding.report.splitlines()[-1].split(": ")[-1]
     'ahead in 2 of 2, behind in 0 -> reproduced'
+    >>> ne = {(f, s): per_family.final_val_relative[f] + noise for f in ("normal", "cauchy") for s in ("oh", "bn")}
+    >>> samples.update({("cauchy", s): 0.7 + noise for s in ("oh", "bn")})  # L2: cauchy's layer the best
+    >>> finding = family_training_finding(per_family, 10, samples, settling, softmin=ne)
+    >>> finding.verdict, finding.report.splitlines()[-1]
+    ('partly', 'L2: not reproduced; NE: reproduced -> partly')
     """
     check_table(settling.reset_index(), "settling", ["family", "scheme", "omega", "earliest", "latest"])
     others = [f for f in per_family.index if f != "cauchy"]
@@ -215,11 +232,28 @@ def family_training_finding(per_family, val_every: int, samples: dict, settling:
     value = (f"held-out ratio to one Lloyd step, own family: cauchy {cauchy_text}; others "
              f"{min(other_values):.3f} to {max(other_values):.3f}; cauchy worse in {won} of {len(outcomes)} "
              f"(family, embedding) pairs on 95% intervals")
-    return Finding(value, outcome, check="cauchy's layer above every other family's layer on held-out tasks of "
-                                         "its own family, OH and BN, each 95% interval of the difference above 0",
-                   report="\n".join(lines),
-                   uncertainty="; ".join(f"{other}:{scheme} - cauchy {c.text()}"
-                                         for (other, scheme), c in outcomes.items()))
+    check = ("cauchy's layer above every other family's layer on held-out tasks of its own family, OH and BN, each "
+             "95% interval of the difference above 0")
+    uncertainty = [f"{other}:{scheme} - cauchy {c.text()}" for (other, scheme), c in outcomes.items()]
+    if softmin is not None:
+        if missing := [(f, s) for f in ("normal", "cauchy") for s in schemes if (f, s) not in softmin]:
+            raise ValueError(f"softmin lacks the NE layers {missing}")
+        ne = {scheme: compare(softmin[("normal", scheme)], softmin[("cauchy", scheme)], paired=False)
+              for scheme in schemes}
+        above = [compare(softmin[("cauchy", scheme)], 1.0).verdict for scheme in schemes]
+        l2, ne_outcome = outcome, combine(c.verdict for c in ne.values())
+        outcome, count = combine([l2, ne_outcome]), sum(c.verdict == "reproduced" for c in ne.values())
+        ne_text = "; ".join(f"{family} " + ", ".join(f"{s.upper()} {point_value(softmin[(family, s)]):.3f}"
+                                                     for s in schemes) for family in ("cauchy", "normal"))
+        counts = tally((c.verdict for c in ne.values()), "worse", "better")
+        ne_counts = (f"cauchy worse than normal in {count} of {len(ne)} ({counts}), above one Lloyd step in "
+                     f"{above.count('not reproduced')} of {len(above)}")
+        lines += [f"Softmin (NE), the released code's loss, held-out ratio to one Lloyd step: {ne_text}; "
+                  f"{ne_counts} (95% intervals) -> {ne_outcome}", f"L2: {l2}; NE: {ne_outcome} -> {outcome}"]
+        value += f". NE: {ne_text}; {ne_counts} (95% intervals)"
+        check += "; with the softmin (NE), cauchy's layer above the normal one the same way (both losses: reproduced)"
+        uncertainty += [f"NE normal:{scheme} - cauchy {c.text()}" for scheme, c in ne.items()]
+    return Finding(value, outcome, check=check, report="\n".join(lines), uncertainty="; ".join(uncertainty))
 
 
 def _settling_line(settling: pd.DataFrame, others: list, val_every: int) -> str:
