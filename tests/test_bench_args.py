@@ -57,6 +57,9 @@ CASES = [
     ("book_step", ["--profile", "huge"], "argument --profile: invalid choice: 'huge'"),
     ("time_to_quality", ["--authors", ".", "--seeds", "1", "-2"], "--seeds must be >= 0, got -2"),
     ("time_to_quality", ["--authors", ".", "--cap", "0"], "--cap must be >= 1, got 0"),
+    ("authors_schedule", ["--authors", ".", "--n", "5"], "--n must be >= 10, got 5 (the released code's lower bound)"),
+    ("authors_schedule", ["--authors", ".", "--seeds", "0"], "--seeds must be >= 1, got 0"),
+    ("authors_schedule", ["--authors", ".", "--tau", "0"], "--tau and --lr must be > 0, got 0.0 and 0.01"),
 ]
 
 
@@ -80,3 +83,16 @@ def test_the_script_itself_prints_one_usage_line_and_no_traceback():
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1].endswith("error: --repeats must be >= 1, got 0")
+
+
+def test_authors_schedule_reads_the_released_scripts_lines(load):
+    # train.py prints a validation line, then (after step 0) the rate the scheduler left
+    stdout = "\n".join([
+        "Step 0/300: Validation obj: 9.1, relative to Lloyd's: 18.8",
+        "Step 100/300: Validation obj: 1.3, relative to Lloyd's: 1.29", " ... current lr: [0.01]",
+        "Step 200/300: Validation obj: 1.3, relative to Lloyd's: 1.28", " ... current lr: [0.005]",
+        "Step 300/300: Validation obj: 0.9, relative to Lloyd's: 0.95",
+    ])
+    out = load("authors_schedule").summarize(stdout, 0.01)
+    assert (out["first_below_lloyd"], out["best"], out["last"], out["steps"]) == (300, 0.95, 0.95, 300)
+    assert (out["halvings"], out["halvings_before_below"], out["final_lr"]) == (1, 1, 0.005)
