@@ -12,8 +12,8 @@ validation below one Lloyd step, the best and last relative validation loss, and
     python bench/authors_schedule.py --authors <checkout of rithram/kmeans-trf> [--family cauchy]
 
 One JSON line per (seed, schedule). The defaults are the book profile's Section 4 sizes (n 64, d 8, k 10) with
-the released code's loss (the softmin, ``-l 10`` = tau 0.1), one-hot codes, lr 0.01, batch 32, and the paper's
-10,000 steps. The released code picks CUDA itself when present.
+the released code's loss (the softmin, ``-l 10`` = tau 0.1), one-hot codes, lr 0.01, batch 32, the paper's
+10,000 steps, and ``expt-run.sh``'s 10 validation batches. The released code picks CUDA itself when present.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def run(path: str, args, seed: int, patience: float) -> dict:
                "-d", str(args.d), "-D", args.family, "-s", "0.1", "--em", "--es", "--sdb", "-e", "onehot",
                "-q", "1", "-A", "softmax", "-a", "1.0", "-p", "0.01", "-L", "softmax", "-l", str(1.0 / args.tau),
                "-E", str(seed), "-b", "32", "-r", str(args.lr), "-C", "0.5", "-P", str(patience),
-               "-T", str(args.steps), "-t", str(args.every), "-B", "4"]
+               "-T", str(args.steps), "-t", str(args.every), "-B", str(args.val_batches)]
     out = subprocess.run(command, cwd=path, capture_output=True, text=True, check=True)
     row = dict(seed=seed, schedule="released" if patience != NEVER else "off", family=args.family)
     return {**row, **summarize(out.stdout, args.lr)}
@@ -77,11 +77,14 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=10000)
     parser.add_argument("--every", type=int, default=50, help="steps between validations (expt-run.sh: 50)")
     parser.add_argument("--patience", type=float, default=5, help="validations without improvement before halving")
+    parser.add_argument("--val-batches", type=int, default=10,
+                        help="validation batches of 32 tasks (expt-run.sh: 10; the README's runs: 4)")
     parser.add_argument("--schedule", choices=("both", "released", "off"), default="both",
                         help="the released schedule, the same run without it, or both")
     args = parser.parse_args(argv)
     at_least(parser, ("--n", args.n, 10, "the released code's lower bound"), ("--d", args.d, 2), ("--k", args.k, 2),
              ("--steps", args.steps, 1), ("--every", args.every, 1), ("--patience", args.patience, 1),
+             ("--val-batches", args.val_batches, 1),
              *(("--seeds", seed, 1) for seed in args.seeds))
     if not args.tau > 0 or not args.lr > 0:
         parser.error(f"--tau and --lr must be > 0, got {args.tau} and {args.lr}")

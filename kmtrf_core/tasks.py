@@ -261,7 +261,8 @@ def sample_tasks(
         One of :data:`FAMILIES`, or several: each task then draws its family
         uniformly among them.
     scale : float
-        Spread of each component, ``> 0`` (the paper's default 0.1).
+        Spread of each component, ``> 0`` (the paper's default 0.1); for lognormal, the spread of
+        the points' logarithm.
     anisotropic : bool
         Per-dimension spreads ``s_j ~ U(0, 1)^d`` instead of ones.
     unequal_weights : bool

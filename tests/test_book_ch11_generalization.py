@@ -227,7 +227,8 @@ def test_geometric_matrix_is_the_papers_statistic_laid_out_as_family_matrix():
     assert matrix.loc["normal", "cauchy"] == pytest.approx(2 ** 0.5)  # sqrt(0.25 * 8)
     assert matrix.loc["gumbel", "normal"] == pytest.approx(np.exp(np.log(_few_bad((2, 64))).mean()))
     assert matrix.loc["gumbel", "normal"] < 1 < _few_bad((2, 64)).mean()
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match=r"samples lacks 9 \(train family, test family, scheme\) cells, e\.g\. "
+                                          r"\('normal', 'normal', 'bn'\)"):
         geometric_matrix(samples, "bn", families)
 
 
@@ -337,3 +338,13 @@ def test_family_generalization_returns_the_per_task_ratios_of_its_own_trajectori
     with pytest.raises(ValueError, match="modes"):
         family_generalization(catalog, schemes=schemes, families=families, tasks=4, steps=2, sampled=("bn",),
                               modes=("reembed", "naive"))
+
+
+def test_the_largest_change_skips_a_case_where_both_tests_diverged():
+    final = pd.DataFrame({"oh": [0.9, 0.9], "bn": [0.9, 0.5]}, index=["n=16", "n=64"])
+    noise = 0.02 * np.random.default_rng(0).standard_normal((2, 64))
+    samples = {(row, s): final.loc[row, s] + noise for row in final.index for s in ("oh", "bn")}
+    samples[("n=16", "oh")][0, 0] = np.inf  # OH diverged on one task of each test, on different seeds:
+    samples[("n=64", "oh")][1, 0] = np.inf  # no difference between the two tests' statistics (NaN)
+    line = length_finding(final, [16, 64], 16, 20, samples).report.splitlines()[-1]
+    assert "largest change n=64 BN: times 0.55" in line and "undefined" not in line

@@ -305,6 +305,7 @@ def test_the_softmin_group_is_the_section4_setting_with_ne_on_cauchy_and_normal(
                    for c in configs)
         probe = catalog["cauchy_softmin_probe"]
         assert probe.probe and (probe.base.family, probe.base.scheme, probe.base.omega) == ("cauchy", "oh", "ne")
+        assert probe.base.seeds == (families.base.seeds[-1],)  # the last seed, not the first
         shared = {cached_path(c).name for c in families.configs()} & {cached_path(c).name for c in configs}
         assert len(shared) == (4 if "ne" in families.grid.get("omega", ()) else 0), profile
 
@@ -315,7 +316,15 @@ def test_own_family_ratios_reads_the_ne_layers_and_refuses_a_wrong_omega(tmp_pat
 
     monkeypatch.setenv("KMTRF_CACHE", str(tmp_path))
     group = book_catalog("quick")["cauchy_softmin"]
-    out = own_family_ratios(group, 3, families=("cauchy",), schemes=("bn",), omega="ne")
+    out = own_family_ratios(group, 3, families=("cauchy",), schemes=("bn",), omega="NE")  # any case
     assert out[("cauchy", "bn")].shape == (len(group.base.seeds), 3)
     with pytest.raises(ValueError, match="trains omega='ne', not 'l2'"):
         own_family_ratios(group, 3, families=("cauchy",), schemes=("bn",))
+
+
+def test_own_family_ratios_reads_omega_in_any_case_and_refuses_an_unknown_one():
+    from kmtrf_core.book.catalog import book_catalog  # the catalog, only here
+
+    group = book_catalog("quick")["cauchy_softmin"]
+    with pytest.raises(ValueError, match="omega must be one of"):
+        own_family_ratios(group, 3, families=("cauchy",), schemes=("bn",), omega="softmin")

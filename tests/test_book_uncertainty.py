@@ -210,3 +210,24 @@ def test_a_geometric_margin_is_relative_and_written_back_as_given():
     # a quotient beyond the float range is written as inf, and large ends in scientific notation
     assert "[inf, inf]" in geometric_text(Comparison(math.inf, math.inf, math.inf, 0.0, "not reproduced"))
     assert geometric_text(Comparison(30.0, 29.0, 31.0, 0.0, "not reproduced")).startswith("geometric mean 1.069e+13")
+
+
+def test_geometric_mean_and_text_refuse_what_they_cannot_read():
+    with pytest.raises(ValueError, match="values must be per-task values"):
+        geometric_mean(2.0)
+    with pytest.raises(ValueError, match="values must be per-task values"):
+        geometric_mean(np.ones((2, 2, 2)))  # not silently read as (seeds, tasks)
+    with pytest.raises(ValueError, match="comparison must be a Comparison"):
+        geometric_text("x")
+    with pytest.raises(ValueError, match="reference"):
+        geometric_text(Comparison(0.0, 0.0, 0.0, 0.0, "inconclusive"), -1.0)
+
+
+def test_geometric_text_says_when_both_sides_diverged():
+    # unpaired, each side with a diverged task on a different seed: both means are inf, no difference
+    a = np.full((2, 8), 0.9)
+    b = np.full((2, 8), 1.1)
+    a[0, 0], b[1, 0] = np.inf, np.inf
+    comparison = compare(a, b, paired=False, statistic="geometric")
+    assert math.isnan(comparison.difference) and comparison.verdict == "inconclusive"
+    assert geometric_text(comparison, label="times").startswith("times undefined (both sides diverged on some tasks)")

@@ -35,9 +35,10 @@ interval, the Measured column shows the interval and its margin, or, for a claim
 such checks, how many held, failed and stayed inconclusive, with every interval printed in the
 chapter; where a few seeds or searches give no interval (steps to leave the plateau, say), their
 range stands in for one, and the column shows that range. An interval is about the median over seeds
-of the mean over tasks; for "beats Lloyd after T steps" in chapters 10 and 11 the mean is taken of the
-log ratio to Lloyd (a geometric mean of the ratios), as the paper's multi-step figures average the log
-loss, and every other check averages the values themselves.
+of the mean over tasks; for the multi-step checks of chapters 10 and 11 (a layer against Lloyd after T
+steps, and chapter 11's layers against each other) the mean is taken of the log ratio to Lloyd (a
+geometric mean of the ratios), as the paper's multi-step figures average the log loss; every other
+check averages the values themselves.
 
 Claims about learned layers are the ones most sensitive to scale. With the `book` profile's values
 (`kmtrf_core/book/profiles.py`), a run (its seeds train together) stops only once the median over

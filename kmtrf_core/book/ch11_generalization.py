@@ -1,16 +1,13 @@
 """Chapter 11 (``book/11_generalization.ipynb``): the layers on shifted mixtures, other families, other ``n``.
 
-Figures 7, 8/18 and 12 of Section 4. The layers are the catalog's Section 4
-layers (groups ``section4_schemes`` and ``section4_families``); the tasks and
-the evaluation are the paper room's (:mod:`kmtrf_core.tasks`,
+Figures 7, 8/18 and 12 of Section 4. The layers are the catalog's Section 4 layers (groups ``section4_schemes``
+and ``section4_families``); the tasks and the evaluation are the paper room's (:mod:`kmtrf_core.tasks`,
 :func:`~kmtrf_core.evaluate.evaluate_models`). This module holds:
 
-* :func:`scheme_layers`, :func:`family_generalization`: the layers, and the
-  train-family x test-family evaluation behind Figures 8 and 18 (chapter 14 reads it too), with the
-  per-task ratios of the same trajectories for the intervals of the verdicts;
-* :func:`evaluate_with_samples`: :func:`~kmtrf_core.evaluate.evaluate_models`' table for Figures 7
-  and 12, with the per-task ratios of the same trajectories (the intervals of their verdicts);
-* :func:`ratio_table`: the median ratio to Lloyd after the first and the last step;
+* :func:`scheme_layers`, :func:`family_generalization`: the layers, and the train-family x test-family evaluation
+  behind Figures 8 and 18 (chapter 14 reads it too), with the per-task ratios for the verdicts' intervals;
+* :func:`evaluate_with_samples`: :func:`~kmtrf_core.evaluate.evaluate_models`' table for Figures 7 and 12, with the
+  same per-task ratios; :func:`ratio_table`: the median ratio to Lloyd after the first and the last step;
 * :func:`cell_verdicts` (on the paper's statistic), :func:`geometric_matrix`, :func:`shift_finding`,
   :func:`family_summary`, :func:`family_finding`, :func:`point_counts`, :func:`length_finding`: the
   readings and verdicts of ``shift_generalization``, ``family_generalization`` and ``length_generalization``.
@@ -209,6 +206,8 @@ def geometric_matrix(samples: dict, scheme: str, families=FAMILIES) -> pd.DataFr
     >>> geometric_matrix(samples, "oh", families=("x", "y")).values.tolist()
     [[1.0, 2.0], [2.0, 1.0]]
     """
+    if missing := [(a, b, scheme) for a in families for b in families if (a, b, scheme) not in samples]:
+        raise ValueError(f"samples lacks {len(missing)} (train family, test family, scheme) cells, e.g. {missing[0]}")
     return pd.DataFrame([[geometric_mean(samples[(train, test, scheme)]) for train in families] for test in families],
                         index=pd.Index(families, name="test"), columns=pd.Index(families, name="train_family"))
 
@@ -340,7 +339,8 @@ def _change_line(samples: dict, tests, reference: str, label: str) -> str:
                for test in tests for scheme in _OH_BN}
     lower = sum(c.verdict == "reproduced" for c in changes.values())
     higher = sum(c.verdict == "not reproduced" for c in changes.values())
-    (test, scheme), largest = max(changes.items(), key=lambda item: abs(item[1].difference))
+    finite = {key: c for key, c in changes.items() if not pd.isna(c.difference)} or changes  # NaN: both diverged
+    (test, scheme), largest = max(finite.items(), key=lambda item: abs(item[1].difference))
     return (f"{label} is lower in {lower}, higher in {higher}, not separated in {len(changes) - lower - higher} "
             f"of {len(changes)} (test, embedding) cases (unpaired 95% intervals over tasks); largest change "
             f"{test} {scheme.upper()}: {geometric_text(largest, label='times')}")

@@ -25,10 +25,10 @@ import torch
 from ..attention import sqdist
 from ..evaluate import relative_loss
 from ..lloyd import kmeans_objective
-from ..objectives import smoothing_gap, sparsemax_is_tight
+from ..objectives import OMEGAS, smoothing_gap, sparsemax_is_tight
 from ..tasks import FAMILIES, family_tasks  # noqa: F401  (family_tasks: the doctests)
 from ..training import convergence_summary
-from ..validation import check_points_centers, check_table
+from ..validation import check_choice, check_points_centers, check_table
 from .claims import Finding
 from .heldout import eval_tasks
 from .uncertainty import combine, compare, point_value, range_ahead, range_text, ratio_interval, seed_range, tally
@@ -137,7 +137,7 @@ def own_family_ratios(group, tasks: int, seed: int = 28_000, schemes=("oh", "bn"
     >>> out[("normal", "bn")].shape
     (2, 3)
     """
-    out = {}
+    out, omega = {}, check_choice(omega, "omega", OMEGAS)
     for family in families:
         for scheme in schemes:
             run = group.run(family=family, scheme=scheme,

@@ -122,7 +122,7 @@ def geometric_mean(values) -> float:
     >>> round(point_value(ratios), 3), round(geometric_mean(ratios), 3)
     (1.22, 0.961)
     """
-    return float(np.exp(point_value(log_ratios(values))))
+    return float(np.exp(point_value(log_ratios(_samples(values, "values")))))
 
 
 def _statistic(samples: np.ndarray, seeds: np.ndarray, tasks: np.ndarray) -> np.ndarray:
@@ -231,10 +231,14 @@ def geometric_text(comparison: Comparison, reference: float = 1.0, label: str = 
     >>> geometric_text(compare(ratios, 1.0, statistic="geometric"))
     'geometric mean 0.900 [0.889, 0.911] (95% CI; margin 0)'
     """
+    if not isinstance(comparison, Comparison):
+        raise ValueError(f"comparison must be a Comparison (from compare), got {type(comparison).__name__}")
+    check_number(reference, "reference")
     with np.errstate(over="ignore"):  # a quotient beyond the float range is inf
         ends = [float(reference * np.exp(x)) for x in (comparison.difference, comparison.low, comparison.high)]
-    form = ".3f" if all(abs(x) < 1e4 or math.isinf(x) for x in ends) else ".3e"
+    form = ".3f" if all(abs(x) < 1e4 or not math.isfinite(x) for x in ends) else ".3e"
     value, low, high = (format(x, form) for x in ends)
+    value = "undefined (both sides diverged on some tasks)" if math.isnan(ends[0]) else value
     return (f"{label + ' ' if label else ''}{value} [{low}, {high}] ({INTERVAL_LEVEL:.0%} CI; "
             f"margin {-math.expm1(-comparison.margin):g})")
 
