@@ -11,7 +11,6 @@ from kmtrf_core.book.ch11_generalization import (
     cell_verdicts,
     family_finding,
     family_summary,
-    geometric_matrix,
     length_finding,
     point_counts,
     ratio_table,
@@ -213,23 +212,6 @@ def test_family_finding_refuses_incomplete_samples():
     no_cauchy = [f for f in FAMILIES if f != "cauchy"]
     with pytest.raises(ValueError, match="families must include 'cauchy'"):
         family_finding(summary, 20, samples, families=no_cauchy)
-
-
-def test_geometric_matrix_is_the_papers_statistic_laid_out_as_family_matrix():
-    families = ["normal", "cauchy", "gumbel"]
-    samples = {(train, test, "oh"): np.array([[0.25, 4.0 * (1 + (train == "cauchy"))]]) for train in families
-               for test in families}
-    samples[("normal", "gumbel", "oh")] = _few_bad((2, 64))  # the mean ratio above 1, its geometric mean below
-    matrix = geometric_matrix(samples, "oh", families)
-    assert list(matrix.index) == families and list(matrix.columns) == families  # rows test, columns training
-    assert matrix.index.name == "test" and matrix.columns.name == "train_family"
-    assert matrix.loc["normal", "normal"] == pytest.approx(1.0)
-    assert matrix.loc["normal", "cauchy"] == pytest.approx(2 ** 0.5)  # sqrt(0.25 * 8)
-    assert matrix.loc["gumbel", "normal"] == pytest.approx(np.exp(np.log(_few_bad((2, 64))).mean()))
-    assert matrix.loc["gumbel", "normal"] < 1 < _few_bad((2, 64)).mean()
-    with pytest.raises(ValueError, match=r"samples lacks 9 \(train family, test family, scheme\) cells, e\.g\. "
-                                          r"\('normal', 'normal', 'bn'\)"):
-        geometric_matrix(samples, "bn", families)
 
 
 def test_point_counts():

@@ -243,3 +243,21 @@ def test_transfer_finding_needs_significance():
     # a NaN correlation (a constant or undefined penalty) has p_lower 0 from its comparisons: neither side
     corr["spearman_rho"], corr["p_value"], corr["p_lower"] = [float("nan"), 0.5], [0.0, 0.3], [0.0, 0.7]
     assert emd_transfer_finding(corr).verdict == "inconclusive"
+
+
+def test_transfer_correlation_on_the_geometric_matrix_of_per_task_ratios():
+    families = ["normal", "cauchy", "gumbel", "laplace"]
+    rng = np.random.default_rng(3)
+    samples = {(a, b, "bn"): np.exp(rng.normal(0.3 * (a != b) * (families.index(a) + families.index(b)), 0.5,
+                                                (2, 16))) for a in families for b in families}
+    samples[("normal", "cauchy", "bn")][0, 0] = 1e6  # one bad task: it moves the mean ratio, barely the geometric
+    blocks = pd.DataFrame(rng.uniform(size=(4, 4)), index=families, columns=families)
+    corr = transfer_correlation(blocks, None, ("bn",), families, samples=samples)
+    geo = {key: np.exp(np.median(np.log(v).mean(axis=1))) for key, v in samples.items()}
+    emd = (blocks.to_numpy() + blocks.to_numpy().T) / 2
+    pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
+    penalty = [(np.log(geo[(families[i], families[j], "bn")] / geo[(families[j], families[j], "bn")])
+                + np.log(geo[(families[j], families[i], "bn")] / geo[(families[i], families[i], "bn")])) / 2
+               for i, j in pairs]
+    expected = spearmanr([emd[i, j] for i, j in pairs], penalty).statistic
+    assert corr.loc["BN:L2", "spearman_rho"] == pytest.approx(expected)

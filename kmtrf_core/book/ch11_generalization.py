@@ -8,7 +8,7 @@ and ``section4_families``); the tasks and the evaluation are the paper room's (:
   behind Figures 8 and 18 (chapter 14 reads it too), with the per-task ratios for the verdicts' intervals;
 * :func:`evaluate_with_samples`: :func:`~kmtrf_core.evaluate.evaluate_models`' table for Figures 7 and 12, with the
   same per-task ratios; :func:`ratio_table`: the median ratio to Lloyd after the first and the last step;
-* :func:`cell_verdicts` (on the paper's statistic), :func:`geometric_matrix`, :func:`shift_finding`,
+* :func:`cell_verdicts` (on the paper's statistic), :func:`shift_finding`,
   :func:`family_summary`, :func:`family_finding`, :func:`point_counts`, :func:`length_finding`: the
   readings and verdicts of ``shift_generalization``, ``family_generalization`` and ``length_generalization``.
 """
@@ -22,12 +22,12 @@ from ..tasks import FAMILIES, SHIFTS, family_tasks
 from ..validation import check_choice
 from .claims import Finding
 from .groups import PAPER_SCHEMES
-from .heldout import task_ratios
+from .heldout import geometric_matrix, task_ratios
 from .plotting import l2_label
 from .uncertainty import combine, compare, geometric_mean, geometric_text, tally
 
 __all__ = ["cell_verdicts", "evaluate_with_samples", "family_finding", "family_generalization", "family_summary",
-           "geometric_matrix", "length_finding", "point_counts", "ratio_table", "scheme_layers", "shift_finding"]
+           "length_finding", "point_counts", "ratio_table", "scheme_layers", "shift_finding"]
 
 _OH_BN = ["oh", "bn"]
 
@@ -196,20 +196,6 @@ def cell_verdicts(samples: dict, threshold: float = 1.0, statistic: str = "geome
     ({'d': 'reproduced'}, {'d': 'not reproduced'})
     """
     return {cell: compare(values, threshold, statistic=statistic).verdict for cell, values in samples.items()}
-
-
-def geometric_matrix(samples: dict, scheme: str, families=FAMILIES) -> pd.DataFrame:
-    """One embedding's test x train family matrix of :func:`~kmtrf_core.book.uncertainty.geometric_mean`
-    (Figure 8), the statistic :func:`cell_verdicts` decides on; laid out as :func:`~kmtrf_core.evaluate.family_matrix`.
-
-    >>> samples = {(a, b, "oh"): [[0.5, 2.0]] if a == b else [[1.0, 4.0]] for a in "xy" for b in "xy"}
-    >>> geometric_matrix(samples, "oh", families=("x", "y")).values.tolist()
-    [[1.0, 2.0], [2.0, 1.0]]
-    """
-    if missing := [(a, b, scheme) for a in families for b in families if (a, b, scheme) not in samples]:
-        raise ValueError(f"samples lacks {len(missing)} (train family, test family, scheme) cells, e.g. {missing[0]}")
-    return pd.DataFrame([[geometric_mean(samples[(train, test, scheme)]) for train in families] for test in families],
-                        index=pd.Index(families, name="test"), columns=pd.Index(families, name="train_family"))
 
 
 def ratio_table(table, by=("test", "model")) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from ..training import TrainConfig
 from ..validation import check_int, check_table
 from .claims import Finding, verdict
 from .groups import PAPER_SCHEMES
+from .heldout import geometric_matrix
 from .plotting import l2_label
 from .timing import timed
 from .uncertainty import INTERVAL_LEVEL, RESAMPLES, combine, compare, draws_interval
@@ -337,14 +338,16 @@ def lowest_distances(samples, labels, families=FAMILIES) -> tuple[str | None, st
     return (lowest if separated else None), line
 
 
-def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES) -> pd.DataFrame:
+def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES, samples=None) -> pd.DataFrame:
     """Do dissimilar families transfer worse? Spearman correlation per embedding, over unordered pairs (chapter 14).
 
     The EMD between two families is symmetric, so each unordered pair ``{a, b}`` is one
     observation: its block-mean EMD against the mean transfer penalty of the two directions,
     ``(log(M[b, a] / M[b, b]) + log(M[a, b] / M[a, a])) / 2`` of the family matrix ``M`` (a
     layer trained on one family against the one trained on the other, tested on the other's
-    tasks). The p-value is a Mantel test: the share of all relabellings of the families (the
+    tasks). With ``samples``, ``M`` holds geometric means over tasks, the statistic of Figure 8
+    and of chapter 11 (:func:`~kmtrf_core.book.heldout.geometric_matrix`); without,
+    the mean ratios of ``table`` (:func:`~kmtrf_core.evaluate.family_matrix`). The p-value is a Mantel test: the share of all relabellings of the families (the
     rows and columns of the EMD matrix permuted together) whose correlation is at least the
     observed one, so it respects the pairs' dependence on shared families.
 
@@ -352,9 +355,11 @@ def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES
     ----------
     blocks : pandas.DataFrame
         Family-block mean EMDs (:func:`~kmtrf_core.dissimilarity.block_summary`).
-    table : pandas.DataFrame
-        From :func:`~kmtrf_core.book.ch11_generalization.family_generalization`.
+    table : pandas.DataFrame or None
+        From :func:`~kmtrf_core.book.ch11_generalization.family_generalization` (None with ``samples``).
     schemes, families : sequence of str
+    samples : dict, optional
+        Its per-task ratios (``sampled=schemes``): ``(train_family, test_family, scheme)`` -> ``(S, B)``.
 
     Returns
     -------
@@ -377,6 +382,10 @@ def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES
     >>> corr = transfer_correlation(blocks, table, schemes=("bn",), families=families)
     >>> list(corr.index), corr[["pairs", "pairs_per_family", "relabellings"]].values.tolist()
     (['BN:L2'], [[3, 2, 6]])
+    >>> ratios = {(a, b, "bn"): np.full((1, 4), 1.0 + (a != b) * (families.index(a) + families.index(b)))
+    ...           for a in families for b in families}  # transfer worst between the families far apart
+    >>> transfer_correlation(blocks, None, ("bn",), families, samples=ratios).spearman_rho.tolist()
+    [1.0]
     """
     from scipy.stats import spearmanr  # scipy.stats takes a while to import: only here
 
@@ -391,7 +400,8 @@ def transfer_correlation(blocks, table, schemes=PAPER_SCHEMES, families=FAMILIES
 
     rows = []
     for scheme in schemes:
-        matrix = family_matrix(table, scheme).loc[families, families]  # rows: test family, columns: training
+        matrix = (family_matrix(table, scheme) if samples is None  # rows: test family, columns: training
+                  else geometric_matrix(samples, scheme, families)).loc[families, families]
         m = matrix.to_numpy(dtype=float)
         penalty = [(np.log(m[j, i] / m[j, j]) + np.log(m[i, j] / m[i, i])) / 2 for i, j in pairs]
         observed = rho_of(range(len(families)))

@@ -5,7 +5,8 @@ run's own distribution (:func:`eval_tasks`), from the same starts as Lloyd's
 algorithm, follows their re-embedded trajectories, padded to a wider layer
 where needed (:func:`transfer_trajectories`), and reads the median ratio to
 Lloyd at chosen steps (:func:`ratio_at`), or per task (:func:`task_ratios`), the samples
-that a verdict's interval is drawn from (:mod:`~kmtrf_core.book.uncertainty`). The experiment's logic lives in the
+that a verdict's interval is drawn from (:mod:`~kmtrf_core.book.uncertainty`); chapters 11 and 14 lay
+such samples out as a train x test family matrix of geometric means (:func:`geometric_matrix`). The experiment's logic lives in the
 paper room (:func:`~kmtrf_core.evaluate.center_trajectory`,
 :func:`~kmtrf_core.padding.padded_trajectory`,
 :func:`~kmtrf_core.evaluate.trajectory_table`); this module only arranges it.
@@ -19,11 +20,12 @@ import torch
 from ..evaluate import center_trajectory, lloyd_loss_trajectory, trajectory_losses
 from ..model import check_model
 from ..padding import padded_trajectory
-from ..tasks import sample_tasks
+from ..tasks import FAMILIES, sample_tasks
 from ..training import TrainConfig
 from ..validation import check_int, check_table
+from .uncertainty import geometric_mean
 
-__all__ = ["eval_tasks", "ratio_at", "task_ratios", "transfer_trajectories"]
+__all__ = ["eval_tasks", "geometric_matrix", "ratio_at", "task_ratios", "transfer_trajectories"]
 
 
 def eval_tasks(config: TrainConfig, count: int, seed: int = 12345, *, family=None, d: int | None = None,
@@ -174,3 +176,18 @@ def task_ratios(trajectories: dict, X: torch.Tensor, C: torch.Tensor) -> dict:
         out[label] = torch.where(torch.isfinite(ratio), ratio, torch.full((), float("inf"), dtype=ratio.dtype)
                                  ).cpu().numpy()
     return out
+
+
+def geometric_matrix(samples: dict, scheme: str, families=FAMILIES) -> pd.DataFrame:
+    """One embedding's test x train family matrix of :func:`~kmtrf_core.book.uncertainty.geometric_mean`
+    (Figure 8), the statistic :func:`~kmtrf_core.book.ch11_generalization.cell_verdicts` decides on
+    (chapters 11 and 14); laid out as :func:`~kmtrf_core.evaluate.family_matrix`.
+
+    >>> samples = {(a, b, "oh"): [[0.5, 2.0]] if a == b else [[1.0, 4.0]] for a in "xy" for b in "xy"}
+    >>> geometric_matrix(samples, "oh", families=("x", "y")).values.tolist()
+    [[1.0, 2.0], [2.0, 1.0]]
+    """
+    if missing := [(a, b, scheme) for a in families for b in families if (a, b, scheme) not in samples]:
+        raise ValueError(f"samples lacks {len(missing)} (train family, test family, scheme) cells, e.g. {missing[0]}")
+    return pd.DataFrame([[geometric_mean(samples[(train, test, scheme)]) for train in families] for test in families],
+                        index=pd.Index(families, name="test"), columns=pd.Index(families, name="train_family"))
