@@ -318,9 +318,7 @@ def sample_tasks(
     spread = torch.gather(spread, 1, idx)
 
     if len(families) == 1:
-        points = mean + scale * spread * _noise(families[0], (batch, n, d), gen, dtype, device)
-        if families[0] == "lognormal":
-            points = _lognormal(points)
+        noise = _noise(families[0], (batch, n, d), gen, dtype, device)
     else:
         which = torch.randint(len(families), (batch,), generator=gen, device=device)
         noise = torch.empty(batch, n, d, dtype=dtype, device=device)
@@ -328,10 +326,11 @@ def sample_tasks(
             rows = torch.nonzero(which == f_idx).flatten()
             if rows.numel():
                 noise[rows] = _noise(fam, (rows.numel(), n, d), gen, dtype, device)
-        points = mean + scale * spread * noise
-        if "lognormal" in families:
-            log_rows = which == families.index("lognormal")  # (B,): a mask, no host read-back
-            points = torch.where(log_rows[:, None, None], _lognormal(points), points)
+    points = mean + scale * spread * noise
+    if "lognormal" in families:  # its tasks' points are the exponentials (a mask over tasks: no host read-back)
+        logs = _lognormal(points)
+        points = logs if len(families) == 1 else torch.where(
+            (which == families.index("lognormal"))[:, None, None], logs, points)
     X = _min_max_scale(points)
 
     pick = torch.rand(batch, n, generator=gen, dtype=torch.float32, device=device).argsort(dim=1)[:, :k]  # (B, k)
